@@ -1,0 +1,311 @@
+//go:build nripolicy_matrix
+
+package nripolicy_test
+
+import (
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/nrigate/nrigate/pkg/nripolicy"
+	"github.com/nrigate/nrigate/pkg/nripolicy/internal/testrig"
+)
+
+var (
+	createContainer = nripolicy.EventCreateContainer
+	runPodSandbox   = nripolicy.EventRunPodSandbox
+	gatedEvents     = []nripolicy.Event{createContainer, runPodSandbox}
+)
+
+// faultCase sets up one fault for guard in e and returns the plugin whose
+// log proves guard acted (nil if guard never runs).
+type faultCase struct {
+	name string
+	// kind is the sentinel the fail-policy refusal must wrap (nil: either kind).
+	kind  error
+	setup func(e *env, ev nripolicy.Event) *testrig.Faulty
+}
+
+var faultCases = []faultCase{
+	{"absent", nripolicy.ErrPluginNotReady, func(*env, nripolicy.Event) *testrig.Faulty { return nil }},
+	{"crashed before the request and noticed", nripolicy.ErrPluginNotReady, func(e *env, _ nripolicy.Event) *testrig.Faulty {
+		f := e.guard()
+		Eventually(guardStateOf(e.policy, guardName)).
+			WithTimeout(2 * time.Second).WithPolling(time.Millisecond).Should(Equal(nripolicy.StateReady))
+		f.Kill()
+		Eventually(guardStateOf(e.policy, guardName)).
+			WithTimeout(2 * time.Second).WithPolling(time.Millisecond).ShouldNot(Equal(nripolicy.StateReady))
+		return f
+	}},
+	{"crashed while handling", nripolicy.ErrPluginNotActed, func(e *env, _ nripolicy.Event) *testrig.Faulty {
+		return e.guard("--mode", "crash-during")
+	}},
+	{"crashed when the request arrived", nripolicy.ErrPluginNotActed, func(e *env, _ nripolicy.Event) *testrig.Faulty {
+		return e.guard("--mode", "crash-before")
+	}},
+	{"hung past the request timeout", nripolicy.ErrPluginNotActed, func(e *env, _ nripolicy.Event) *testrig.Faulty {
+		return e.guard("--mode", "hang", "--hang", "3s")
+	}},
+	{"registered but subscribed to no gated event", nripolicy.ErrPluginNotReady, func(e *env, _ nripolicy.Event) *testrig.Faulty {
+		return e.guard("--events", "StopContainer,RemoveContainer")
+	}},
+}
+
+// matrixConfig requires guard for both gated events.
+func matrixConfig(fp nripolicy.FailPolicy) *nripolicy.Config {
+	return guardConfig(guardName, fp, runPodSandbox, createContainer)
+}
+
+var _ = Describe("Fault matrix, fail_policy = fail", func() {
+	for _, fc := range faultCases {
+		for _, ev := range gatedEvents {
+			It(fc.name+": refuses "+string(ev), func() {
+				e := newEnv(matrixConfig(nripolicy.FailPolicyFail))
+				g := fc.setup(e, ev)
+				start := time.Now()
+				r := e.request(ev, testrig.Pod("default", nil, nil), g)
+				Expect(r.escaped()).To(BeFalse(), "ESCAPE: "+describeResult(r))
+				expectRefused(r, ev, fc.kind)
+				Expect(time.Since(start)).To(BeNumerically("<", matrixRequestTimeout+time.Second))
+				d, ok := e.decided.last()
+				Expect(ok).To(BeTrue(), "the refusal must reach the DecisionHook")
+				Expect(d.Outcome).To(Equal(nripolicy.OutcomeRefused))
+				Expect(d.Event).To(Equal(ev))
+			})
+		}
+	}
+
+	It("reports a plugin subscribed to no gated event as misconfigured in readiness", func() {
+		e := newEnv(matrixConfig(nripolicy.FailPolicyFail))
+		e.guard("--events", "StopContainer")
+		Eventually(func() nripolicy.PluginStateKind {
+			s, _ := guardState(e.policy, guardName)
+			return s.State
+		}).WithTimeout(time.Second).Should(Equal(nripolicy.StateNotSubscribed))
+		c, ok := condition(e.policy, nripolicy.ConditionNRIPluginsReady)
+		Expect(ok).To(BeTrue())
+		Expect(c.Status).To(BeFalse())
+		Expect(c.Reason).To(Equal(nripolicy.ReasonNRIPluginsNotReady))
+		Expect(c.Message).To(And(ContainSubstring(guardName), ContainSubstring("not subscribed")))
+	})
+
+	// DESIGN.md Semantics (2): a plugin not subscribed to E only needs to be ready for E.
+	It("lets RunPodSandbox through for a ready guard subscribed only to CreateContainer", func() {
+		e := newEnv(matrixConfig(nripolicy.FailPolicyFail))
+		e.guard("--events", "CreateContainer")
+		pod := testrig.Pod("default", nil, nil)
+		Expect(e.runPod(pod)).To(Succeed())
+		rsp, err := e.create(pod)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(testrig.Acted(rsp, guardName)).To(BeTrue())
+	})
+
+	Context("configured as 10-guard", func() {
+		for _, ev := range gatedEvents {
+			It("refuses "+string(ev)+" while guard is registered under index 20", func() {
+				e := newEnv(guardConfig("10-guard", nripolicy.FailPolicyFail, runPodSandbox, createContainer))
+				g := e.plugin(guardName, "20")
+				r := e.request(ev, testrig.Pod("default", nil, nil), g)
+				Expect(r.escaped()).To(BeFalse(), "ESCAPE: "+describeResult(r))
+				Expect(r.err).To(HaveOccurred())
+				Expect(r.err).To(MatchError(nripolicy.ErrRefused))
+				Expect(r.err).To(MatchError(nripolicy.ErrPluginNotReady))
+				s, ok := pluginsReady(e.policy)
+				Expect(ok).To(BeTrue())
+				Expect(s).To(BeFalse())
+			})
+		}
+		It("allows once guard registers under index 10", func() {
+			e := newEnv(guardConfig("10-guard", nripolicy.FailPolicyFail, runPodSandbox, createContainer))
+			g := e.plugin(guardName, "10")
+			for _, ev := range gatedEvents {
+				r := e.request(ev, testrig.Pod("default", nil, nil), g)
+				Expect(r.err).NotTo(HaveOccurred())
+				Expect(r.acted).To(BeTrue())
+			}
+		})
+	})
+
+	for _, ev := range gatedEvents {
+		It("allows a slow but in-time guard for "+string(ev), func() {
+			e := newEnv(matrixConfig(nripolicy.FailPolicyFail))
+			g := e.guard("--mode", "hang", "--hang", "150ms")
+			r := e.request(ev, testrig.Pod("default", nil, nil), g)
+			Expect(r.err).NotTo(HaveOccurred())
+			Expect(r.acted).To(BeTrue())
+		})
+	}
+})
+
+var _ = Describe("Fault matrix, fail_policy = ignore", func() {
+	for _, fc := range faultCases {
+		for _, ev := range gatedEvents {
+			It(fc.name+": lets "+string(ev)+" through and counts it", func() {
+				e := newEnv(matrixConfig(nripolicy.FailPolicyIgnore))
+				g := fc.setup(e, ev)
+				before := e.decided.count(nripolicy.OutcomeIgnored, ev)
+				r := e.request(ev, testrig.Pod("default", nil, nil), g)
+				Expect(r.err).NotTo(HaveOccurred())
+				Expect(r.acted).To(BeFalse())
+				Expect(e.decided.count(nripolicy.OutcomeIgnored, ev)).To(Equal(before+1),
+					"one ignored decision per request")
+				d, _ := e.decided.last()
+				Expect(d.Plugin).To(HaveSuffix(guardName))
+			})
+		}
+	}
+	It("lets a guard registered under another index through and counts it", func() {
+		e := newEnv(guardConfig("10-guard", nripolicy.FailPolicyIgnore))
+		e.plugin(guardName, "20")
+		r := e.request(createContainer, testrig.Pod("default", nil, nil), nil)
+		Expect(r.err).NotTo(HaveOccurred())
+		Expect(e.decided.count(nripolicy.OutcomeIgnored, createContainer)).To(Equal(1))
+	})
+	It("treats skip as an alias of ignore", func() {
+		e := newEnv(matrixConfig(nripolicy.FailPolicySkip))
+		r := e.request(createContainer, testrig.Pod("default", nil, nil), nil)
+		Expect(r.err).NotTo(HaveOccurred())
+		Expect(e.decided.count(nripolicy.OutcomeIgnored, createContainer)).To(Equal(1))
+	})
+})
+
+var _ = Describe("A plugin's own error", func() {
+	for _, fp := range []nripolicy.FailPolicy{nripolicy.FailPolicyFail, nripolicy.FailPolicyIgnore} {
+		for _, ev := range gatedEvents {
+			It("refuses "+string(ev)+" with fail_policy = "+string(fp), func() {
+				e := newEnv(matrixConfig(fp))
+				g := e.guard("--mode", "error")
+				r := e.request(ev, testrig.Pod("default", nil, nil), g)
+				Expect(r.err).To(HaveOccurred())
+				Expect(r.err.Error()).To(ContainSubstring("injected error"))
+			})
+		}
+	}
+})
+
+var _ = Describe("Crash immediately before the request", func() {
+	// Each round starts a fresh guard, then kills it and issues the request
+	// with independent random delays, so the kill lands anywhere from well
+	// before the request to while it is being handled.
+	for _, ev := range gatedEvents {
+		It("never lets "+string(ev)+" escape in 200 jittered rounds", func() {
+			const rounds = 200
+			e := newEnv(matrixConfig(nripolicy.FailPolicyFail))
+			var escapes, refused, acted int
+			for i := 0; i < rounds; i++ {
+				g := e.guard()
+				killDelay := time.Duration(rand.IntN(1500)) * time.Microsecond
+				reqDelay := time.Duration(rand.IntN(1500)) * time.Microsecond
+				killed := make(chan struct{})
+				go func() {
+					time.Sleep(killDelay)
+					_ = g.Cmd.Process.Signal(syscall.SIGKILL)
+					close(killed)
+				}()
+				time.Sleep(reqDelay)
+				r := e.request(ev, testrig.Pod("default", nil, nil), g)
+				switch {
+				case r.escaped():
+					escapes++
+					GinkgoWriter.Printf("ESCAPE in round %d (kill +%s, request +%s): %s\n", i, killDelay, reqDelay, describeResult(r))
+				case r.err != nil:
+					refused++
+					Expect(r.err).To(MatchError(nripolicy.ErrRefused), "round %d", i)
+				default:
+					acted++
+				}
+				<-killed
+				<-g.Exited()
+			}
+			GinkgoWriter.Printf("%s: %d rounds, %d refused, %d acted, %d escapes\n", ev, rounds, refused, acted, escapes)
+			AddReportEntry("crash-just-before "+string(ev), map[string]int{"refused": refused, "acted": acted, "escapes": escapes})
+			Expect(escapes).To(BeZero())
+			Expect(refused).To(BeNumerically(">", 0), "the race must hit the plugin being gone at least once")
+		})
+	}
+})
+
+var _ = Describe("Restart loop", func() {
+	It("has zero escapes in 500 concurrent creations from 8 goroutines while guard restarts", func() {
+		e := newEnv(matrixConfig(nripolicy.FailPolicyFail))
+		stop := make(chan struct{})
+		var loops sync.WaitGroup
+		var restarts atomic.Int64
+		var current atomic.Pointer[testrig.Faulty]
+		firstUp := make(chan struct{})
+		loops.Add(1)
+		go func() {
+			defer GinkgoRecover()
+			defer loops.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				g, err := testrig.StartFaulty(faultyBin, e.dir, e.sock, guardName, guardIdx)
+				Expect(err).NotTo(HaveOccurred())
+				current.Store(g)
+				if _, err := g.WaitReady(readyTimeout); err == nil && i == 0 {
+					close(firstUp)
+				}
+				time.Sleep(time.Duration(20+rand.IntN(80)) * time.Millisecond)
+				g.Kill()
+				restarts.Add(1)
+				time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
+			}
+		}()
+		Eventually(firstUp).WithTimeout(readyTimeout).Should(BeClosed())
+
+		const total, workers = 500, 8
+		var next, escapes, successes, refusals atomic.Int64
+		var wg sync.WaitGroup
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer GinkgoRecover()
+				defer wg.Done()
+				for next.Add(1) <= total {
+					ev := gatedEvents[rand.IntN(len(gatedEvents))]
+					pod := testrig.Pod("default", nil, nil)
+					var r result
+					if ev == createContainer {
+						r = e.request(ev, pod, nil)
+					} else {
+						// Any guard process logs to the same file.
+						r = e.request(ev, pod, current.Load())
+					}
+					switch {
+					case r.escaped():
+						escapes.Add(1)
+						GinkgoWriter.Printf("ESCAPE %s: %s\n", ev, describeResult(r))
+					case r.err != nil:
+						refusals.Add(1)
+						if !errors.Is(r.err, nripolicy.ErrRefused) {
+							GinkgoWriter.Printf("non-policy error %s: %v\n", ev, r.err)
+						}
+					default:
+						successes.Add(1)
+					}
+					time.Sleep(time.Duration(rand.IntN(60)) * time.Millisecond)
+				}
+			}(w)
+		}
+		wg.Wait()
+		close(stop)
+		loops.Wait()
+		GinkgoWriter.Printf("restart loop: %d restarts, %d successes, %d refusals, %d escapes\n",
+			restarts.Load(), successes.Load(), refusals.Load(), escapes.Load())
+		AddReportEntry("restart loop", map[string]int64{"restarts": restarts.Load(),
+			"successes": successes.Load(), "refusals": refusals.Load(), "escapes": escapes.Load()})
+		Expect(escapes.Load()).To(BeZero())
+		Expect(successes.Load()).To(BeNumerically(">", 0))
+		Expect(restarts.Load()).To(BeNumerically(">=", 3))
+	})
+})
