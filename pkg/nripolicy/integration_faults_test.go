@@ -200,7 +200,7 @@ var _ = Describe("Crash immediately before the request", func() {
 			var escapes, refused, acted int
 			for i := 0; i < rounds; i++ {
 				g := e.guard()
-				killDelay := time.Duration(rand.IntN(1500)) * time.Microsecond
+				killDelay := time.Duration(rand.IntN(3000)) * time.Microsecond
 				reqDelay := time.Duration(rand.IntN(1500)) * time.Microsecond
 				killed := make(chan struct{})
 				go func() {
