@@ -3,6 +3,7 @@
 package nripolicy_test
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/containerd/nri/pkg/api"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
@@ -307,5 +309,87 @@ var _ = Describe("Restart loop", func() {
 		Expect(escapes.Load()).To(BeZero())
 		Expect(successes.Load()).To(BeNumerically(">", 0))
 		Expect(restarts.Load()).To(BeNumerically(">=", 3))
+	})
+})
+
+var _ = Describe("UpdateContainer gating", func() {
+	update := func(e *env, pod *api.PodSandbox) error {
+		ctr := testrig.Container(pod, "ctr")
+		ctx, adm, err := e.policy.Admit(context.Background(), nripolicy.Request{
+			Event: nripolicy.EventUpdateContainer, Pod: pod, Container: ctr})
+		if err != nil {
+			return err
+		}
+		_, err = e.a.UpdateContainer(ctx, &api.UpdateContainerRequest{Pod: pod, Container: ctr,
+			LinuxResources: &api.LinuxResources{}})
+		return adm.Done(err)
+	}
+	cfg := func() *nripolicy.Config {
+		return guardConfig(guardName, nripolicy.FailPolicyFail, nripolicy.EventUpdateContainer)
+	}
+	It("refuses an update while guard is absent", func() {
+		e := newEnv(cfg())
+		err := update(e, testrig.Pod("default", nil, nil))
+		Expect(err).To(MatchError(nripolicy.ErrRefused))
+		Expect(err).To(MatchError(nripolicy.ErrPluginNotReady))
+	})
+	It("refuses an update guard crashed on", func() {
+		e := newEnv(cfg())
+		e.guard("--mode", "crash-during")
+		err := update(e, testrig.Pod("default", nil, nil))
+		Expect(err).To(MatchError(nripolicy.ErrRefused))
+		Expect(err).To(MatchError(nripolicy.ErrPluginNotActed))
+	})
+	It("allows an update guard answered", func() {
+		e := newEnv(cfg())
+		g := e.guard()
+		pod := testrig.Pod("default", nil, nil)
+		Expect(update(e, pod)).To(Succeed())
+		Expect(g.ActedOn("UpdateContainer", pod.GetUid())).To(BeTrue())
+	})
+})
+
+var _ = Describe("nri-faulty at run time", func() {
+	It("switches modes through its control file", func() {
+		e := newEnv(matrixConfig(nripolicy.FailPolicyFail))
+		g := e.guard()
+		Expect(e.request(createContainer, testrig.Pod("default", nil, nil), g).acted).To(BeTrue())
+		Expect(g.SetMode("error")).To(Succeed())
+		r := e.request(createContainer, testrig.Pod("default", nil, nil), g)
+		Expect(r.err).To(MatchError(ContainSubstring("injected error")))
+		Expect(g.SetMode("ok")).To(Succeed())
+		Expect(e.request(createContainer, testrig.Pod("default", nil, nil), g).acted).To(BeTrue())
+		Expect(g.SetMode("crash-during")).To(Succeed())
+		r = e.request(createContainer, testrig.Pod("default", nil, nil), g)
+		expectRefused(r, createContainer, nripolicy.ErrPluginNotActed)
+		Eventually(g.Exited()).WithTimeout(2 * time.Second).Should(BeClosed())
+	})
+	It("exits after --count requests in exit-after mode", func() {
+		e := newEnv(matrixConfig(nripolicy.FailPolicyFail))
+		g := e.guard("--mode", "exit-after", "--count", "2")
+		for i := 0; i < 2; i++ {
+			r := e.request(createContainer, testrig.Pod("default", nil, nil), g)
+			Expect(r.err).NotTo(HaveOccurred())
+			Expect(r.acted).To(BeTrue())
+		}
+		Eventually(g.Exited()).WithTimeout(2 * time.Second).Should(BeClosed())
+		r := e.request(createContainer, testrig.Pod("default", nil, nil), g)
+		Expect(r.escaped()).To(BeFalse())
+		expectRefused(r, createContainer, nil)
+	})
+})
+
+var _ = Describe("Reload", func() {
+	It("applies a new fail policy to the next request", func() {
+		e := newEnv(matrixConfig(nripolicy.FailPolicyFail))
+		expectRefused(e.request(createContainer, testrig.Pod("default", nil, nil), nil), createContainer, nripolicy.ErrPluginNotReady)
+		Expect(e.policy.Reload(matrixConfig(nripolicy.FailPolicyIgnore))).To(Succeed())
+		Expect(e.request(createContainer, testrig.Pod("default", nil, nil), nil).err).NotTo(HaveOccurred())
+	})
+	It("keeps the old policy when the new one is invalid", func() {
+		e := newEnv(matrixConfig(nripolicy.FailPolicyFail))
+		bad := matrixConfig("sometimes")
+		Expect(e.policy.Reload(bad)).To(MatchError(nripolicy.ErrInvalidConfig))
+		expectRefused(e.request(createContainer, testrig.Pod("default", nil, nil), nil), createContainer, nripolicy.ErrPluginNotReady)
 	})
 })
