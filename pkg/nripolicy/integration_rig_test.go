@@ -71,12 +71,39 @@ func (d *decisions) last() (nripolicy.Decision, bool) {
 	return d.all[len(d.all)-1], true
 }
 
+// readinessLog records every ReadinessHook call.
+type readinessLog struct {
+	mu    sync.Mutex
+	calls [][]nripolicy.PluginState
+}
+
+func (r *readinessLog) ReadinessChanged(states []nripolicy.PluginState) {
+	r.mu.Lock()
+	r.calls = append(r.calls, append([]nripolicy.PluginState(nil), states...))
+	r.mu.Unlock()
+}
+
+// sawState reports whether some call reported plugin key in state.
+func (r *readinessLog) sawState(key string, state nripolicy.PluginStateKind) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.calls {
+		for _, s := range c {
+			if s.Key == key && s.State == state {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // env is one runtime: a policy attached to a started adaptation.
 type env struct {
 	dir, sock string
 	policy    *nripolicy.Policy
 	a         *adaptation.Adaptation
 	decided   *decisions
+	readiness *readinessLog
 }
 
 // guardConfig returns a policy requiring guard (key) for events with fp.
@@ -101,10 +128,11 @@ func newEnv(cfg *nripolicy.Config) *env {
 	})
 	dir, err := testrig.SocketDir()
 	Expect(err).NotTo(HaveOccurred())
-	e := &env{dir: dir, sock: filepath.Join(dir, "nri.sock"), decided: &decisions{}}
+	e := &env{dir: dir, sock: filepath.Join(dir, "nri.sock"), decided: &decisions{}, readiness: &readinessLog{}}
 	e.policy, err = nripolicy.New(cfg,
 		nripolicy.WithLogger(ginkgoLogger{}),
-		nripolicy.WithDecisionHook(e.decided))
+		nripolicy.WithDecisionHook(e.decided),
+		nripolicy.WithReadinessHook(e.readiness))
 	Expect(err).NotTo(HaveOccurred())
 	e.a, err = testrig.NewAdaptation(e.sock, nil, e.policy.AdaptationOptions(nil, nil, nil)...)
 	Expect(err).NotTo(HaveOccurred())

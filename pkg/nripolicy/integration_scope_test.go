@@ -234,9 +234,14 @@ var _ = Describe("Readiness", func() {
 		GinkgoWriter.Printf("ready %s after Synchronize, not ready %s after SIGKILL\n", up, down)
 		AddReportEntry("readiness latency", map[string]string{"up": up.String(), "down": down.String()})
 		Expect(down).To(BeNumerically("<=", 100*time.Millisecond))
-		Expect(c.Message).NotTo(BeEmpty())
+		c, _ = condition(e.policy, nripolicy.ConditionNRIPluginsReady)
+		Expect(c.Message).To(And(ContainSubstring(guardName), ContainSubstring("disconnected")))
 		s2, _ := guardState(e.policy, guardName)
 		Expect(s2.State).To(Equal(nripolicy.StateDisconnected))
+		Expect(s2.Since).To(BeTemporally(">=", killed.Add(-time.Millisecond)))
+		Expect(e.readiness.sawState(guardName, nripolicy.StateReady)).To(BeTrue(), "ReadinessHook must see guard ready")
+		Eventually(func() bool { return e.readiness.sawState(guardName, nripolicy.StateDisconnected) }).
+			WithTimeout(time.Second).Should(BeTrue(), "ReadinessHook must see guard disconnected")
 	})
 
 	It("has no condition without configured plugins", func() {
