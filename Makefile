@@ -1,0 +1,84 @@
+# nrigate build and test entry points. `make run` and `make test` are the two
+# commands of the README quick start; both install what they need first.
+
+SHELL := /bin/bash
+GO ?= go
+# The module's Go toolchain lives in /usr/local/go on the CI machines.
+export PATH := /usr/local/go/bin:$(shell $(GO) env GOPATH 2>/dev/null)/bin:$(PATH)
+
+# gcc and libc6-dev are needed by go test -race (cgo).
+
+# BUILDTAGS lets go.podman.io/storage and go.podman.io/image build without
+# system libraries: no btrfs or devicemapper graph drivers, and the pure-Go
+# OpenPGP implementation instead of gpgme.
+BUILDTAGS ?= exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.0.0-dev)
+LDFLAGS := -X github.com/nrigate/nrigate/internal/version.Version=$(VERSION)
+GOTEST_FLAGS ?= -race -count=1
+BATS ?= bats
+CRICTL_VERSION ?= v1.37.0
+APT_PACKAGES := runc conmon bats busybox-static jq gcc libc6-dev
+
+# Every main package under contrib/plugins is built into bin/, so plugins
+# added later are picked up without editing this file.
+PLUGINS := $(notdir $(patsubst %/,%,$(dir $(wildcard contrib/plugins/*/main.go))))
+
+.PHONY: all build test test-go test-unit test-integration test-bats bench lint install-deps run clean
+
+all: build
+
+build:
+	$(GO) build -tags "$(BUILDTAGS)" -ldflags "$(LDFLAGS)" -o bin/nrigate ./cmd/nrigate
+	@for p in $(PLUGINS); do \
+		echo "$(GO) build -o bin/$$p ./contrib/plugins/$$p"; \
+		$(GO) build -tags "$(BUILDTAGS)" -o bin/$$p ./contrib/plugins/$$p || exit 1; \
+	done
+
+# test is everything CI runs. Go tests run once (test-go covers unit and
+# ginkgo integration suites alike); test-unit and test-integration are
+# narrower entry points for development.
+test: install-deps build test-go test-bats
+
+test-go:
+	$(GO) test $(GOTEST_FLAGS) -tags "$(BUILDTAGS)" ./...
+
+# test-unit runs the fast tests only: suites that need root, runc or a
+# running daemon skip themselves under -short.
+test-unit:
+	$(GO) test $(GOTEST_FLAGS) -short -tags "$(BUILDTAGS)" ./...
+
+# test-integration runs the ginkgo and end-to-end suites (test/ and the
+# integration tests of the packages), without -short.
+test-integration: build
+	$(GO) test $(GOTEST_FLAGS) -tags "$(BUILDTAGS)" ./test/... ./pkg/nripolicy/...
+
+test-bats: build
+	$(BATS) test/*.bats
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -tags "$(BUILDTAGS)" ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet -tags "$(BUILDTAGS)" ./...
+
+install-deps:
+	@missing=""; \
+	for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing"; \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
+	fi
+	@command -v crictl >/dev/null || { \
+		echo "installing crictl $(CRICTL_VERSION)"; \
+		GOFLAGS=-mod=mod $(GO) install sigs.k8s.io/cri-tools/cmd/crictl@$(CRICTL_VERSION); \
+	}
+
+# run starts the daemon in the foreground with the sample policy of
+# contrib/demo (plugin nri-faulty required, fail-closed).
+run: install-deps build
+	./bin/nrigate --config contrib/demo/crio.conf --config-dir contrib/demo/crio.conf.d
+
+clean:
+	rm -rf bin

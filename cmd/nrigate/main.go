@@ -1,0 +1,85 @@
+// Command nrigate is a CRI runtime daemon shaped like CRI-O that makes NRI
+// plugins required where the operator says so.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/sirupsen/logrus"
+	"github.com/urfave/cli/v2"
+
+	"github.com/nrigate/nrigate/internal/version"
+	"github.com/nrigate/nrigate/pkg/config"
+)
+
+// Flag names shared by the commands.
+const (
+	flagConfig    = "config"
+	flagConfigDir = "config-dir"
+	flagListen    = "listen"
+	flagRoot      = "root"
+	flagRunRoot   = "runroot"
+	flagLogLevel  = "log-level"
+)
+
+func newApp() *cli.App {
+	return &cli.App{
+		Name:    "nrigate",
+		Usage:   "CRI runtime with required NRI plugins and per-plugin fail policies",
+		Version: version.Version,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: flagConfig, Aliases: []string{"c"}, Value: config.DefaultConfigFile, Usage: "main configuration `FILE` (crio.conf format)"},
+			&cli.StringFlag{Name: flagConfigDir, Aliases: []string{"d"}, Value: config.DefaultConfigDir, Usage: "`DIR` of *.conf drop-ins merged over the main file in lexical order"},
+			&cli.StringFlag{Name: flagListen, Usage: "CRI unix `SOCKET` (overrides crio.api.listen)"},
+			&cli.StringFlag{Name: flagRoot, Usage: "persistent state `DIR` (overrides crio.root)"},
+			&cli.StringFlag{Name: flagRunRoot, Usage: "transient state `DIR` (overrides crio.runroot)"},
+			&cli.StringFlag{Name: flagLogLevel, Usage: "log `LEVEL` (overrides crio.runtime.log_level)"},
+		},
+		Action: runDaemon,
+		Commands: []*cli.Command{
+			configCommand(),
+			versionCommand(),
+		},
+		// Errors are printed once, by main, and turned into exit code 1.
+		ExitErrHandler: func(*cli.Context, error) {},
+	}
+}
+
+func main() {
+	if err := newApp().Run(os.Args); err != nil {
+		fmt.Fprintf(os.Stderr, "nrigate: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// loadConfig loads the files named by the global flags, applies the
+// command-line overrides and validates the result. Unknown keys are
+// logged as warnings with their file and key.
+func loadConfig(ctx *cli.Context, log logrus.FieldLogger) (*config.Config, error) {
+	cfg, warnings, err := config.Load(ctx.String(flagConfig), ctx.String(flagConfigDir))
+	for _, w := range warnings {
+		log.WithFields(logrus.Fields{"file": w.File, "key": w.Key}).Warn("unknown configuration key ignored")
+	}
+	if err != nil {
+		return nil, err
+	}
+	overrides := false
+	for flag, dst := range map[string]*string{
+		flagListen:   &cfg.Crio.API.Listen,
+		flagRoot:     &cfg.Crio.Root,
+		flagRunRoot:  &cfg.Crio.RunRoot,
+		flagLogLevel: &cfg.Crio.Runtime.LogLevel,
+	} {
+		if ctx.IsSet(flag) {
+			*dst = ctx.String(flag)
+			overrides = true
+		}
+	}
+	if overrides {
+		if err := cfg.Validate(); err != nil {
+			return nil, fmt.Errorf("command line: %w", err)
+		}
+	}
+	return cfg, nil
+}
