@@ -13,9 +13,9 @@ func configCommand() *cli.Command {
 		Usage: "print the effective configuration as commented TOML (crio.conf format)",
 		Description: "Prints every honored key with its documentation and value. The output,\n" +
 			"passed back with --config, loads to the same configuration.",
-		Flags: []cli.Flag{
+		Flags: append(globalFlags(),
 			&cli.BoolFlag{Name: "default", Usage: "print the built-in defaults instead of the loaded files"},
-		},
+		),
 		Action: func(ctx *cli.Context) error {
 			cfg := config.DefaultConfig()
 			if !ctx.Bool("default") {

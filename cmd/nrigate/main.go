@@ -28,15 +28,8 @@ func newApp() *cli.App {
 		Name:    "nrigate",
 		Usage:   "CRI runtime with required NRI plugins and per-plugin fail policies",
 		Version: version.Version,
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: flagConfig, Aliases: []string{"c"}, Value: config.DefaultConfigFile, Usage: "main configuration `FILE` (crio.conf format)"},
-			&cli.StringFlag{Name: flagConfigDir, Aliases: []string{"d"}, Value: config.DefaultConfigDir, Usage: "`DIR` of *.conf drop-ins merged over the main file in lexical order"},
-			&cli.StringFlag{Name: flagListen, Usage: "CRI unix `SOCKET` (overrides crio.api.listen)"},
-			&cli.StringFlag{Name: flagRoot, Usage: "persistent state `DIR` (overrides crio.root)"},
-			&cli.StringFlag{Name: flagRunRoot, Usage: "transient state `DIR` (overrides crio.runroot)"},
-			&cli.StringFlag{Name: flagLogLevel, Usage: "log `LEVEL` (overrides crio.runtime.log_level)"},
-		},
-		Action: runDaemon,
+		Flags:   globalFlags(),
+		Action:  runDaemon,
 		Commands: []*cli.Command{
 			configCommand(),
 			versionCommand(),
@@ -44,6 +37,30 @@ func newApp() *cli.App {
 		// Errors are printed once, by main, and turned into exit code 1.
 		ExitErrHandler: func(*cli.Context, error) {},
 	}
+}
+
+// globalFlags returns the daemon's flags. The config command takes them
+// too, so that both "nrigate -c F config" and "nrigate config -c F" work.
+func globalFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: flagConfig, Aliases: []string{"c"}, Value: config.DefaultConfigFile, Usage: "main configuration `FILE` (crio.conf format)"},
+		&cli.StringFlag{Name: flagConfigDir, Aliases: []string{"d"}, Value: config.DefaultConfigDir, Usage: "`DIR` of *.conf drop-ins merged over the main file in lexical order"},
+		&cli.StringFlag{Name: flagListen, Usage: "CRI unix `SOCKET` (overrides crio.api.listen)"},
+		&cli.StringFlag{Name: flagRoot, Usage: "persistent state `DIR` (overrides crio.root)"},
+		&cli.StringFlag{Name: flagRunRoot, Usage: "transient state `DIR` (overrides crio.runroot)"},
+		&cli.StringFlag{Name: flagLogLevel, Usage: "log `LEVEL` (overrides crio.runtime.log_level)"},
+	}
+}
+
+// flag returns the value of a flag that may be given before or after the
+// command name: the innermost command line that sets it wins, else its default.
+func flag(ctx *cli.Context, name string) (string, bool) {
+	for _, c := range ctx.Lineage() {
+		if c.Command != nil && c.IsSet(name) {
+			return c.String(name), true
+		}
+	}
+	return ctx.String(name), false
 }
 
 func main() {
@@ -57,7 +74,9 @@ func main() {
 // command-line overrides and validates the result. Unknown keys are
 // logged as warnings with their file and key.
 func loadConfig(ctx *cli.Context, log logrus.FieldLogger) (*config.Config, error) {
-	cfg, warnings, err := config.Load(ctx.String(flagConfig), ctx.String(flagConfigDir))
+	file, _ := flag(ctx, flagConfig)
+	dir, _ := flag(ctx, flagConfigDir)
+	cfg, warnings, err := config.Load(file, dir)
 	for _, w := range warnings {
 		log.WithFields(logrus.Fields{"file": w.File, "key": w.Key}).Warn("unknown configuration key ignored")
 	}
@@ -65,14 +84,14 @@ func loadConfig(ctx *cli.Context, log logrus.FieldLogger) (*config.Config, error
 		return nil, err
 	}
 	overrides := false
-	for flag, dst := range map[string]*string{
+	for name, dst := range map[string]*string{
 		flagListen:   &cfg.Crio.API.Listen,
 		flagRoot:     &cfg.Crio.Root,
 		flagRunRoot:  &cfg.Crio.RunRoot,
 		flagLogLevel: &cfg.Crio.Runtime.LogLevel,
 	} {
-		if ctx.IsSet(flag) {
-			*dst = ctx.String(flag)
+		if v, set := flag(ctx, name); set {
+			*dst = v
 			overrides = true
 		}
 	}

@@ -18,29 +18,29 @@ import (
 // Defaults of the daemon. They follow CRI-O where CRI-O has the key, and use
 // nrigate's own paths so that nrigate and CRI-O can share a machine.
 const (
-	DefaultConfigFile            = "/etc/nrigate/crio.conf"
-	DefaultConfigDir             = "/etc/nrigate/crio.conf.d"
-	DefaultListen                = "/var/run/nrigate/nrigate.sock"
-	DefaultRoot                  = "/var/lib/nrigate"
-	DefaultRunRoot               = "/run/nrigate"
-	DefaultStorageDriver         = "overlay"
-	DefaultLogDir                = "/var/log/nrigate/pods"
-	DefaultStreamAddress         = "127.0.0.1"
-	DefaultStreamPort            = "0"
-	DefaultRuntime               = "runc"
-	DefaultRuntimePath           = "/usr/sbin/runc"
-	DefaultRuntimeRoot           = "/run/runc"
-	DefaultMonitorPath           = "/usr/bin/conmon"
-	DefaultLogLevel              = "info"
-	DefaultCgroupManager         = CgroupManagerCgroupfs
-	DefaultTransport             = "docker://"
-	DefaultNRIListen             = "/var/run/nri/nri.sock"
-	DefaultNRIPluginDir          = "/opt/nri/plugins"
-	DefaultNRIPluginConfigDir    = "/etc/nri/conf.d"
-	DefaultNRIRegistrationTimeout= 5 * time.Second
-	DefaultNRIRequestTimeout     = 2 * time.Second
-	DefaultMetricsHost           = "127.0.0.1"
-	DefaultMetricsPort           = 9090
+	DefaultConfigFile             = "/etc/nrigate/crio.conf"
+	DefaultConfigDir              = "/etc/nrigate/crio.conf.d"
+	DefaultListen                 = "/var/run/nrigate/nrigate.sock"
+	DefaultRoot                   = "/var/lib/nrigate"
+	DefaultRunRoot                = "/run/nrigate"
+	DefaultStorageDriver          = "overlay"
+	DefaultLogDir                 = "/var/log/nrigate/pods"
+	DefaultStreamAddress          = "127.0.0.1"
+	DefaultStreamPort             = "0"
+	DefaultRuntime                = "runc"
+	DefaultRuntimePath            = "/usr/sbin/runc"
+	DefaultRuntimeRoot            = "/run/runc"
+	DefaultMonitorPath            = "/usr/bin/conmon"
+	DefaultLogLevel               = "info"
+	DefaultCgroupManager          = CgroupManagerCgroupfs
+	DefaultTransport              = "docker://"
+	DefaultNRIListen              = "/var/run/nri/nri.sock"
+	DefaultNRIPluginDir           = "/opt/nri/plugins"
+	DefaultNRIPluginConfigDir     = "/etc/nri/conf.d"
+	DefaultNRIRegistrationTimeout = 5 * time.Second
+	DefaultNRIRequestTimeout      = 2 * time.Second
+	DefaultMetricsHost            = "127.0.0.1"
+	DefaultMetricsPort            = 9090
 )
 
 // Cgroup managers accepted in [crio.runtime] cgroup_manager.
@@ -107,7 +107,8 @@ type RuntimeConfig struct {
 
 // RuntimeHandler is one [crio.runtime.runtimes.NAME] table.
 type RuntimeHandler struct {
-	// RuntimePath is the OCI runtime binary.
+	// RuntimePath is the OCI runtime binary. When empty, the binary named
+	// like the handler is looked up in $PATH at load time.
 	RuntimePath string `toml:"runtime_path"`
 	// RuntimeType is the kind of runtime; only "oci" is supported.
 	RuntimeType string `toml:"runtime_type"`
@@ -307,6 +308,12 @@ func (c *Config) Validate() error {
 		prefix := "crio.runtime.runtimes." + quoteKey(name)
 		if h == nil {
 			return bad(prefix, "(empty)", "a runtime handler table")
+		}
+		if !strings.HasPrefix(h.RuntimePath, "/") {
+			return bad(prefix+".runtime_path", q(h.RuntimePath), "must be an absolute path (or empty, with "+q(name)+" in $PATH)")
+		}
+		if !strings.HasPrefix(h.MonitorPath, "/") {
+			return bad(prefix+".monitor_path", q(h.MonitorPath), "must be an absolute path")
 		}
 		switch h.RuntimeType {
 		case RuntimeTypeOCI:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -186,11 +187,29 @@ func clonePlugin(p *nripolicy.PluginConfig) *nripolicy.PluginConfig {
 	return &v
 }
 
-// normalize applies the policy defaults and makes empty lists nil, so that
+// normalize applies the policy and runtime handler defaults and makes empty lists nil, so that
 // "key = []" and a missing key load to the same configuration. Events are
 // left alone: an explicit empty list is an error, not the default.
 func (c *Config) normalize() {
 	c.Crio.NRI.Policy.SetDefaults()
+	for name, h := range c.Crio.Runtime.Runtimes {
+		if h == nil {
+			continue
+		}
+		if h.RuntimePath == "" {
+			// Like CRI-O: a handler without a path runs the binary named
+			// like the handler, found in $PATH.
+			if p, err := exec.LookPath(name); err == nil {
+				h.RuntimePath = p
+			}
+		}
+		if h.RuntimeType == "" {
+			h.RuntimeType = RuntimeTypeOCI
+		}
+		if h.MonitorPath == "" {
+			h.MonitorPath = DefaultMonitorPath
+		}
+	}
 	nilIfEmpty(&c.Crio.Image.InsecureRegistries)
 	nilIfEmpty(&c.Crio.NRI.DefaultValidator.RequiredPlugins)
 	for _, p := range c.Crio.NRI.Policy.Plugins {
@@ -209,6 +228,9 @@ func nilIfEmpty(s *[]string) {
 	}
 }
 
+// typeErrorRE matches the decoder's type errors, which are not ParseErrors:
+// toml: line 2 (last key "crio.nri.enable_nri"): incompatible types: ...
+var typeErrorRE = regexp.MustCompile(`^toml: line (\d+) \(last key "([^"]*)"\): (.*)$`)
 
 // decodeError names the file and, where the decoder knows it, the key.
 func decodeError(file string, err error) error {
@@ -219,6 +241,9 @@ func decodeError(file string, err error) error {
 			return fmt.Errorf("%w: %s: line %d: %s: %s", ErrInvalid, file, pe.Position.Line, pe.LastKey, msg)
 		}
 		return fmt.Errorf("%w: %s: line %d: %s", ErrInvalid, file, pe.Position.Line, msg)
+	}
+	if m := typeErrorRE.FindStringSubmatch(err.Error()); m != nil {
+		return fmt.Errorf("%w: %s: line %s: %s: %s", ErrInvalid, file, m[1], m[2], m[3])
 	}
 	return fmt.Errorf("%w: %s: %s", ErrInvalid, file, strings.TrimPrefix(err.Error(), "toml: "))
 }
