@@ -1,0 +1,53 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nrigate/nrigate/internal/oci"
+)
+
+// StopContainer sends SIGTERM, waits up to the timeout and then kills. A
+// stopped container is not an error.
+func (s *Server) StopContainer(ctx context.Context, req *runtimeapi.StopContainerRequest) (*runtimeapi.StopContainerResponse, error) {
+	c, err := s.lookupContainer(req.GetContainerId())
+	if err != nil {
+		return nil, err
+	}
+	if req.GetTimeout() < 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "stop timeout %d must not be negative", req.Timeout)
+	}
+	if err := s.stopContainer(ctx, c, time.Duration(req.GetTimeout())*time.Second); err != nil {
+		return nil, status.Errorf(codes.Internal, "stop container %s: %v", c.ID, err)
+	}
+	return &runtimeapi.StopContainerResponse{}, nil
+}
+
+func (s *Server) stopContainer(ctx context.Context, c *Container, timeout time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, err := s.runtime.State(ctx, c.ID)
+	if err != nil {
+		return err
+	}
+	switch st.Status {
+	case oci.StatusStopped, oci.StatusUnknown:
+		return nil
+	case oci.StatusCreated:
+		// Never started: there is no process to signal gracefully.
+		timeout = 0
+	}
+	if err := s.runtime.Stop(ctx, c.ID, timeout, ""); err != nil {
+		return err
+	}
+	if sb, err := s.lookupSandbox(c.SandboxID); err == nil {
+		if err := s.hooks.StopContainer(ctx, sb, c); err != nil {
+			s.log.WithError(err).WithField("id", c.ID).Warn("StopContainer hook failed")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nrigate/nrigate/internal/oci"
+)
+
+func validatePodConfig(cfg *runtimeapi.PodSandboxConfig) error {
+	if cfg == nil {
+		return status.Error(codes.InvalidArgument, "pod sandbox config is required")
+	}
+	md := cfg.GetMetadata()
+	if md == nil {
+		return status.Error(codes.InvalidArgument, "pod sandbox config: metadata is required")
+	}
+	for field, v := range map[string]string{"name": md.Name, "namespace": md.Namespace, "uid": md.Uid} {
+		if v == "" {
+			return status.Errorf(codes.InvalidArgument, "pod sandbox config: metadata.%s must not be empty", field)
+		}
+	}
+	return nil
+}
+
+func (s *Server) checkHandler(h string) error {
+	if h != "" && h != s.cfg.RuntimeName {
+		return status.Errorf(codes.InvalidArgument, "runtime handler %q is not configured (known: %q)", h, s.cfg.RuntimeName)
+	}
+	return nil
+}
+
+// RunPodSandbox creates a pod: its network namespace (unless host network)
+// and its record. Pods have no infra container.
+func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandboxRequest) (resp *runtimeapi.RunPodSandboxResponse, retErr error) {
+	cfg := req.GetConfig()
+	if err := validatePodConfig(cfg); err != nil {
+		return nil, err
+	}
+	if err := s.checkHandler(req.GetRuntimeHandler()); err != nil {
+		return nil, err
+	}
+	md := cfg.Metadata
+	id := newID()
+	name := fmt.Sprintf("k8s_%s_%s_%s_%d", md.Name, md.Namespace, md.Uid, md.Attempt)
+	if err := s.reserveName(name, id); err != nil {
+		return nil, err
+	}
+	sb := &Sandbox{ID: id, Name: name, Config: cfg, RuntimeHandler: req.GetRuntimeHandler(), CreatedAt: time.Now(), State: runtimeapi.PodSandboxState_SANDBOX_READY}
+	defer func() {
+		if retErr != nil {
+			if sb.NetNSPath != "" {
+				_ = oci.DeleteNetNS(id)
+			}
+			s.releaseName(name)
+		}
+	}()
+	if !sb.HostNetwork() {
+		p, err := oci.CreateNetNS(id)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "pod %s/%s: %v", md.Namespace, md.Name, err)
+		}
+		sb.NetNSPath = p
+	}
+	if err := s.hooks.RunPodSandbox(ctx, sb); err != nil {
+		return nil, toStatus(codes.FailedPrecondition, err, "pod %s/%s refused", md.Namespace, md.Name)
+	}
+	s.mu.Lock()
+	s.sandboxes[id] = sb
+	s.mu.Unlock()
+	s.writeRecord("pod", id, sb)
+	s.log.WithFields(map[string]any{"pod": md.Namespace + "/" + md.Name, "id": id}).Info("pod sandbox ready")
+	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
+}
