@@ -201,6 +201,7 @@ tracing_endpoint = "0.0.0.0:4317"
 `)
 	d := filepath.Join(dir, "d")
 	drop := write(t, d, "10-policy.conf", `
+crio.stats.collection_period = 0
 [crio.nri.policy.plugins."guard"]
 fail_policy = "fail"
 registration_timeout = "3s"
@@ -221,6 +222,7 @@ registration_timeout = "3s"
 		"crio.runtime.pids_limit": main,
 		"crio.tracing":            main,
 		"crio.nri.policy.plugins.guard.registration_timeout": drop,
+		"crio.stats.collection_period": drop,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("warnings:\n got %v\nwant %v", got, want)

@@ -118,13 +118,15 @@ func (c *Config) decodeFile(file string, origin map[string]string) ([]Warning, e
 		origin[joinKey(k)] = file
 	}
 	var warnings []Warning
-	for _, k := range md.Undecoded() {
-		// Report the outermost unknown key only: an unknown table's own
-		// keys add nothing.
-		if len(k) > 1 && !md.IsDefined(k[:len(k)-1]...) {
-			continue
-		}
-		if len(k) > 1 && isUndecoded(md, k[:len(k)-1]) {
+	undecoded := md.Undecoded()
+	unknown := make(map[string]bool, len(undecoded))
+	for _, k := range undecoded {
+		unknown[joinKey(k)] = true
+	}
+	for _, k := range undecoded {
+		// Report the outermost unknown key only: the keys of an unknown
+		// table add nothing.
+		if hasUnknownParent(k, unknown) {
 			continue
 		}
 		warnings = append(warnings, Warning{File: file, Key: k.String()})
@@ -132,9 +134,9 @@ func (c *Config) decodeFile(file string, origin map[string]string) ([]Warning, e
 	return warnings, nil
 }
 
-func isUndecoded(md toml.MetaData, k toml.Key) bool {
-	for _, u := range md.Undecoded() {
-		if slices.Equal(u, k) {
+func hasUnknownParent(k toml.Key, unknown map[string]bool) bool {
+	for n := 1; n < len(k); n++ {
+		if unknown[joinKey(k[:n])] {
 			return true
 		}
 	}
