@@ -173,14 +173,19 @@ func TestRuntimeHandlerMerge(t *testing.T) {
 	dir := t.TempDir()
 	main := write(t, dir, "crio.conf", `
 [crio.runtime.runtimes.runc]
-runtime_root = "/custom/runc"
+runtime_path = "/opt/custom/runc"
 [crio.runtime.runtimes.kata]
 runtime_path = "/usr/bin/kata"
 `)
-	cfg, _ := mustLoad(t, main, "")
+	write(t, dir, "d/10.conf", `
+[crio.runtime.runtimes.runc]
+runtime_root = "/custom/runc"
+`)
+	cfg, _ := mustLoad(t, main, filepath.Join(dir, "d"))
 	h := cfg.Crio.Runtime.Runtimes["runc"]
-	if h.RuntimeRoot != "/custom/runc" || h.RuntimePath != DefaultRuntimePath || h.MonitorPath != DefaultMonitorPath {
-		t.Errorf("runc handler = %+v, want the default handler with only runtime_root changed", h)
+	want := &RuntimeHandler{RuntimePath: "/opt/custom/runc", RuntimeType: RuntimeTypeOCI, RuntimeRoot: "/custom/runc", MonitorPath: DefaultMonitorPath}
+	if !reflect.DeepEqual(h, want) {
+		t.Errorf("runc handler = %+v, want %+v (merged key by key)", h, want)
 	}
 	k := cfg.Crio.Runtime.Runtimes["kata"]
 	if k == nil || k.RuntimePath != "/usr/bin/kata" || k.RuntimeType != RuntimeTypeOCI || k.MonitorPath != DefaultMonitorPath {
