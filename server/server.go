@@ -166,8 +166,14 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 // Config returns the effective server configuration.
 func (s *Server) Config() Config { return s.cfg }
 
-// Serve listens on the configured unix socket and serves until Stop.
-func (s *Server) Serve() error {
+// Listen binds the configured unix socket, replacing a stale one, so that
+// a bad socket path fails the daemon's start rather than a background Serve.
+func (s *Server) Listen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.listener != nil {
+		return nil
+	}
 	if err := os.MkdirAll(filepath.Dir(s.cfg.Listen), 0o755); err != nil {
 		return fmt.Errorf("server: socket dir: %w", err)
 	}
@@ -178,12 +184,21 @@ func (s *Server) Serve() error {
 	if err != nil {
 		return fmt.Errorf("server: listen %s: %w", s.cfg.Listen, err)
 	}
-	g := grpc.NewServer(grpc.UnaryInterceptor(s.recoverInterceptor))
-	runtimeapi.RegisterRuntimeServiceServer(g, s)
-	runtimeapi.RegisterImageServiceServer(g, s)
-	s.mu.Lock()
-	s.grpc, s.listener = g, l
-	s.mu.Unlock()
+	s.listener = l
+	s.grpc = grpc.NewServer(grpc.UnaryInterceptor(s.recoverInterceptor))
+	runtimeapi.RegisterRuntimeServiceServer(s.grpc, s)
+	runtimeapi.RegisterImageServiceServer(s.grpc, s)
+	return nil
+}
+
+// Serve listens (unless Listen was called) and serves until Stop.
+func (s *Server) Serve() error {
+	if err := s.Listen(); err != nil {
+		return err
+	}
+	s.mu.RLock()
+	g, l := s.grpc, s.listener
+	s.mu.RUnlock()
 	s.log.WithField("socket", s.cfg.Listen).Info("CRI server listening")
 	if err := g.Serve(l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return fmt.Errorf("server: serve: %w", err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
+	"go.podman.io/storage/pkg/reexec"
 
 	"github.com/nrigate/nrigate/internal/version"
 	"github.com/nrigate/nrigate/pkg/config"
@@ -64,6 +65,10 @@ func flag(ctx *cli.Context, name string) (string, bool) {
 }
 
 func main() {
+	// containers/storage re-executes this binary for its helpers.
+	if reexec.Init() {
+		return
+	}
 	if err := newApp().Run(os.Args); err != nil {
 		fmt.Fprintf(os.Stderr, "nrigate: %v\n", err)
 		os.Exit(1)

@@ -33,12 +33,18 @@ func runDaemon(ctx *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	stopCRI, err := startCRI(cfg, log)
+	if err != nil {
+		stop()
+		return err
+	}
 	log.WithFields(logrus.Fields{"version": version.Version, "nri": cfg.Crio.NRI.Enabled}).Info("nrigate started")
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	sig := <-sigs
 	log.WithField("signal", sig.String()).Info("shutting down")
+	stopCRI()
 	stop()
 	log.Info("nrigate stopped")
 	return nil

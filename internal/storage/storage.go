@@ -50,7 +50,8 @@ type Options struct {
 	Root string
 	// RunRoot holds run-time state such as mount points.
 	RunRoot string
-	// Driver is the graph driver; empty means overlay with a vfs fallback.
+	// Driver is the graph driver; empty means overlay. Overlay falls back to
+	// vfs (with a logged reason) where it cannot mount.
 	Driver string
 	// DriverOptions are passed to the graph driver.
 	DriverOptions []string
@@ -83,8 +84,8 @@ type FsInfo struct {
 	Timestamp  time.Time
 }
 
-// Open opens (creating if needed) the store. Without an explicit driver it
-// tries overlay and falls back to vfs, logging why.
+// Open opens (creating if needed) the store. With the overlay driver (the
+// default) it falls back to vfs where overlay cannot work, logging why.
 func Open(opts Options) (*Store, error) {
 	log := opts.Logger
 	if log == nil {
@@ -103,7 +104,7 @@ func Open(opts Options) (*Store, error) {
 		so.GraphDriverName = DriverOverlay
 	}
 	st, err := cstorage.GetStore(so)
-	if err != nil && opts.Driver == "" {
+	if err != nil && so.GraphDriverName == DriverOverlay {
 		log.WithError(err).WithField("driver", DriverVFS).Warn("overlay storage driver unavailable, falling back to vfs")
 		so.GraphDriverName = DriverVFS
 		so.GraphDriverOptions = nil
