@@ -227,7 +227,7 @@ registration_timeout = "3s"
 		"crio.runtime.pids_limit": main,
 		"crio.tracing":            main,
 		"crio.nri.policy.plugins.guard.registration_timeout": drop,
-		"crio.stats.collection_period": drop,
+		"crio.stats.collection_period":                       drop,
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("warnings:\n got %v\nwant %v", got, want)
