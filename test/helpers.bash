@@ -82,3 +82,120 @@ toml_value() {
 		index($0, key " = ") == 1 { print substr($0, length(key) + 4); exit }
 	' "$file"
 }
+
+# --- CRI daemon helpers (test/cri.bats) ---------------------------------
+
+# build_test_image ARCHIVE: the busybox OCI archive of hack/make-test-image.sh.
+build_test_image() {
+	"$REPO_ROOT/hack/make-test-image.sh" "$1" >/dev/null
+}
+
+# start_nrigate [TOML]: write a main config and a drop-in (extra TOML from
+# $1) pointing every socket and directory into $TESTDIR, start the daemon
+# and wait until `crictl info` answers. Sets DAEMON_PID, CRI_SOCK and
+# CRICTL_CONFIG; logs go to $TESTDIR/daemon.log.
+start_nrigate() {
+	CRI_SOCK=$TESTDIR/cri.sock
+	mkdir -p "$TESTDIR/crio.conf.d"
+	cat >"$TESTDIR/crio.conf" <<-TOML
+		[crio]
+		root = "$TESTDIR/root"
+		runroot = "$TESTDIR/run"
+		[crio.api]
+		listen = "$CRI_SOCK"
+		[crio.nri]
+		enable_nri = false
+	TOML
+	cat >"$TESTDIR/crio.conf.d/10-test.conf" <<-TOML
+		[crio.runtime]
+		log_level = "debug"
+		[crio.runtime.runtimes.runc]
+		runtime_root = "$TESTDIR/runc"
+		${1:-}
+	TOML
+	CRICTL_CONFIG=$TESTDIR/crictl.yaml
+	cat >"$CRICTL_CONFIG" <<-YAML
+		runtime-endpoint: unix://$CRI_SOCK
+		image-endpoint: unix://$CRI_SOCK
+		timeout: 30
+	YAML
+	export CRI_SOCK CRICTL_CONFIG
+	"$NRIGATE_BINARY" -c "$TESTDIR/crio.conf" -d "$TESTDIR/crio.conf.d" 2>"$TESTDIR/daemon.log" &
+	DAEMON_PID=$!
+	wait_for 20 crictl_q info
+}
+
+# crictl runs crictl against the test daemon.
+crictl_cmd() {
+	command crictl --config "$CRICTL_CONFIG" "$@"
+}
+
+# crictl_q is crictl_cmd without output (for wait_for).
+crictl_q() {
+	crictl_cmd "$@" >/dev/null 2>&1
+}
+
+# stop_nrigate SIGNAL: stop the daemon (containers keep running) and wait.
+stop_nrigate() {
+	if [[ -n ${DAEMON_PID:-} ]]; then
+		kill -"${1:-TERM}" "$DAEMON_PID" 2>/dev/null || true
+		wait "$DAEMON_PID" 2>/dev/null || true
+		DAEMON_PID=
+	fi
+}
+
+# cleanup_nrigate removes everything a test left: pods and containers
+# through the daemon while it runs, then, with the daemon gone, any runc
+# container, mount and pod network namespace under $TESTDIR.
+cleanup_nrigate() {
+	[[ -n ${TESTDIR:-} && -d $TESTDIR ]] || return 0
+	if [[ -n ${DAEMON_PID:-} ]]; then
+		crictl_cmd rmp -fa >/dev/null 2>&1 || true
+		stop_nrigate TERM
+	fi
+	local id
+	if [[ -d $TESTDIR/runc ]]; then
+		for id in $(runc --root "$TESTDIR/runc" list -q 2>/dev/null); do
+			runc --root "$TESTDIR/runc" kill "$id" KILL 2>/dev/null || true
+			runc --root "$TESTDIR/runc" delete --force "$id" 2>/dev/null || true
+		done
+	fi
+	for f in "$TESTDIR"/run/nrigate/records/pod-*.json; do
+		[[ -e $f ]] || continue
+		id=${f##*/pod-}
+		id=${id%.json}
+		ip netns delete "nrigate-${id:0:12}" 2>/dev/null || true
+	done
+	# Unmount deepest first: container root filesystems, then the driver home.
+	awk -v d="$TESTDIR/" 'index($2, d) == 1 { print $2 }' /proc/self/mounts | sort -r | while read -r m; do
+		umount -l "$m" 2>/dev/null || true
+	done
+}
+
+# pod_config NAME [HOSTNET]: write a pod sandbox config to $TESTDIR/NAME-pod.json.
+pod_config() {
+	local name=$1 net=POD
+	[[ ${2:-} == hostnet ]] && net=NODE
+	jq -n --arg n "$name" --arg logs "$TESTDIR/logs/$name" --arg net "$net" '{
+		metadata: {name: $n, namespace: "nrigate-test", uid: ($n + "-uid"), attempt: 0},
+		hostname: ($n + "-host"), log_directory: $logs,
+		linux: {security_context: {namespace_options: {network: (if $net == "NODE" then 2 else 0 end)}}}
+	}' >"$TESTDIR/$name-pod.json"
+	echo "$TESTDIR/$name-pod.json"
+}
+
+# ctr_config NAME CMD...: write a busybox container config running CMD.
+ctr_config() {
+	local name=$1
+	shift
+	# One --arg at a time, so that arguments like -c reach jq as data.
+	local cmd='[]' a
+	for a in "$@"; do
+		cmd=$(jq -c --arg a "$a" '. + [$a]' <<<"$cmd")
+	done
+	jq -n --arg n "$name" --argjson cmd "$cmd" '{
+		metadata: {name: $n}, image: {image: "localhost/busybox:latest"},
+		command: $cmd, log_path: ($n + ".log"), linux: {}
+	}' >"$TESTDIR/$name-ctr.json"
+	echo "$TESTDIR/$name-ctr.json"
+}
