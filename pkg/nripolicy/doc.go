@@ -1,0 +1,52 @@
+// Package nripolicy makes NRI plugins required: it gates the runtime's
+// RunPodSandbox, CreateContainer and UpdateContainer relays on the plugins
+// an operator names, with a per-plugin fail policy, and reports their
+// readiness as runtime-agnostic conditions.
+//
+// It attaches to the upstream runtime-side library
+// (github.com/containerd/nri/pkg/adaptation) only through public options:
+//
+//	pol, err := nripolicy.New(cfg, nripolicy.WithLogger(log))
+//	a, err := adaptation.New(name, version, syncFn, updateFn,
+//		append(opts, pol.AdaptationOptions(metrics, clientOpts, serverOpts)...)...)
+//	pol.Attach(a)
+//	a.Start()
+//
+// and around each gated relay, before taking any runtime lock or
+// BlockPluginSync:
+//
+//	ctx, adm, err := pol.Admit(ctx, nripolicy.Request{Event: nripolicy.EventCreateContainer, Pod: pod, Container: ctr})
+//	if err != nil { return err } // refused before the relay
+//	rsp, err := a.CreateContainer(ctx, req)
+//	if err = adm.Done(err); err != nil { undo; return err } // refused after the relay
+//
+// # How it sees plugins
+//
+// A ttrpc client option, applied by upstream to every plugin connection,
+// chains a per-connection client interceptor and waits for the
+// connection to close (UserOnCloseWait; never WithOnClose, which would
+// replace upstream's own close handler). A server interceptor sees each
+// RegisterPlugin request; upstream registers and configures plugins one at
+// a time, so the next Configure call names that connection. The
+// interceptor parses the ConfigureResponse (subscribed events) and marks
+// the connection synchronized when the last Synchronize answer arrives.
+// After a synchronization, Admit takes and releases BlockPluginSync once:
+// upstream appends the plugin to its relay list while holding the sync
+// write lock.
+//
+// Admit puts the Admission into the returned context; upstream passes it
+// through to the ttrpc call, so the interceptor records each plugin's
+// answer to the gated call on it. Done then refuses the request if a
+// required plugin that subscribes to the event has no successful answer:
+// it was skipped because its connection had closed, it timed out, or it
+// lost its connection. A plugin's own error fails the relay upstream.
+//
+// Readiness changes are published as immutable views swapped atomically;
+// Changed returns a channel closed at the next change, so waiters and
+// Status are woken within microseconds without polling.
+//
+// # Performance
+//
+// See docs/performance.md, section "pkg/nripolicy", for the figures and
+// the command to reproduce them.
+package nripolicy

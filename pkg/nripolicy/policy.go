@@ -1,0 +1,208 @@
+package nripolicy
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/containerd/nri/pkg/adaptation"
+)
+
+// Logger is the logger the policy writes to. logrus.FieldLogger satisfies it.
+type Logger interface {
+	Debugf(format string, args ...any)
+	Infof(format string, args ...any)
+	Warnf(format string, args ...any)
+	Errorf(format string, args ...any)
+}
+
+// Outcome is the outcome of a decision.
+type Outcome string
+
+const (
+	// OutcomeAllowed is a request allowed after waiting for a plugin.
+	OutcomeAllowed Outcome = "allowed"
+	// OutcomeRefused is a refused request.
+	OutcomeRefused Outcome = "refused"
+	// OutcomeIgnored is a request let through although a fail_policy=ignore
+	// plugin could not act on it.
+	OutcomeIgnored Outcome = "ignored"
+)
+
+// Decision is one non-trivial decision about one plugin for one request.
+type Decision struct {
+	Plugin    string
+	Event     Event
+	Namespace string
+	Pod       string
+	Container string
+	Outcome   Outcome
+	Reason    string
+	Waited    time.Duration
+}
+
+// DecisionHook is told about every non-trivial decision: refused, ignored
+// and allowed after a wait. It is called synchronously on the request path
+// and must not block.
+type DecisionHook interface {
+	Decided(d Decision)
+}
+
+// ReadinessHook is told about every change of the plugins' states, with a
+// fresh snapshot. Calls are serialized; it must not block and must not
+// wait for the policy's own request path.
+type ReadinessHook interface {
+	ReadinessChanged(states []PluginState)
+}
+
+// Option configures a Policy.
+type Option func(*Policy) error
+
+// WithLogger sets the logger; the default discards everything.
+func WithLogger(l Logger) Option {
+	return func(p *Policy) error {
+		if l == nil {
+			return fmt.Errorf("nripolicy: nil logger")
+		}
+		p.log = l
+		return nil
+	}
+}
+
+// WithDecisionHook sets the decision hook; the default is a no-op.
+func WithDecisionHook(h DecisionHook) Option {
+	return func(p *Policy) error {
+		if h == nil {
+			return fmt.Errorf("nripolicy: nil decision hook")
+		}
+		p.decided = h
+		return nil
+	}
+}
+
+// WithReadinessHook sets the readiness hook; the default is a no-op.
+func WithReadinessHook(h ReadinessHook) Option {
+	return func(p *Policy) error {
+		if h == nil {
+			return fmt.Errorf("nripolicy: nil readiness hook")
+		}
+		p.readiness = h
+		return nil
+	}
+}
+
+type nopLogger struct{}
+
+func (nopLogger) Debugf(string, ...any) {}
+func (nopLogger) Infof(string, ...any)  {}
+func (nopLogger) Warnf(string, ...any)  {}
+func (nopLogger) Errorf(string, ...any) {}
+
+type nopDecisionHook struct{}
+
+func (nopDecisionHook) Decided(Decision) {}
+
+type nopReadinessHook struct{}
+
+func (nopReadinessHook) ReadinessChanged([]PluginState) {}
+
+// Policy is the NRI plugin policy of one runtime, attached to one
+// adaptation. It is safe for concurrent use.
+type Policy struct {
+	log       Logger
+	decided   DecisionHook
+	readiness ReadinessHook
+
+	cur atomic.Pointer[compiled]
+	trk *tracker
+
+	// adaptation is set by Attach; Admit uses its BlockPluginSync as a
+	// barrier after a plugin's synchronization (see Admit).
+	adaptation atomic.Pointer[adaptation.Adaptation]
+
+	// hookMu serializes ReadinessHook calls so that the last call always
+	// carries the latest state. It is never held by the request path.
+	hookMu  sync.Mutex
+	hookGen uint64
+}
+
+// New returns a policy for cfg (nil means DefaultConfig()). cfg is
+// validated and compiled; later changes to cfg have no effect (use Reload).
+func New(cfg *Config, opts ...Option) (*Policy, error) {
+	if cfg == nil {
+		cfg = DefaultConfig()
+	}
+	c, err := compile(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p := &Policy{log: nopLogger{}, decided: nopDecisionHook{}, readiness: nopReadinessHook{}}
+	for _, o := range opts {
+		if err := o(p); err != nil {
+			return nil, err
+		}
+	}
+	p.cur.Store(c)
+	p.trk = newTracker(p)
+	return p, nil
+}
+
+// Attach tells the policy which adaptation it is wired into. Call it after
+// adaptation.New and before Start. Without it Admit cannot wait for
+// upstream to add a just-synchronized plugin to its relay list, and the
+// first request after a plugin's registration may be refused needlessly.
+func (p *Policy) Attach(a *adaptation.Adaptation) {
+	p.adaptation.Store(a)
+}
+
+// Reload validates cfg and swaps it in atomically. Admissions already in
+// flight finish with the policy they started with. A bad cfg keeps the
+// old policy.
+func (p *Policy) Reload(cfg *Config) error {
+	if cfg == nil {
+		cfg = DefaultConfig()
+	}
+	c, err := compile(cfg)
+	if err != nil {
+		return err
+	}
+	p.cur.Store(c)
+	p.log.Infof("nri policy reloaded: %d required plugin(s)", len(c.plugins))
+	p.trk.bump()
+	return nil
+}
+
+// Config returns a copy of the configuration in effect.
+func (p *Policy) Config() *Config {
+	return p.cur.Load().cfg.clone()
+}
+
+func (c *Config) clone() *Config {
+	n := &Config{ExemptStaticPods: c.ExemptStaticPods, TolerateMissingPluginsAnnotation: c.TolerateMissingPluginsAnnotation}
+	if c.Plugins != nil {
+		n.Plugins = make(map[string]*PluginConfig, len(c.Plugins))
+		for k, v := range c.Plugins {
+			pc := *v
+			pc.Events = append([]Event(nil), v.Events...)
+			pc.Namespaces = append([]string(nil), v.Namespaces...)
+			pc.ExcludeNamespaces = append([]string(nil), v.ExcludeNamespaces...)
+			pc.RuntimeHandlers = append([]string(nil), v.RuntimeHandlers...)
+			n.Plugins[k] = &pc
+		}
+	}
+	return n
+}
+
+// notifyReadiness calls the readiness hook with the latest snapshot,
+// outside every lock of the request path.
+func (p *Policy) notifyReadiness() {
+	p.hookMu.Lock()
+	defer p.hookMu.Unlock()
+	v := p.trk.view()
+	if v.gen == p.hookGen {
+		return
+	}
+	p.hookGen = v.gen
+	p.readiness.ReadinessChanged(p.snapshot(p.cur.Load(), v))
+}

@@ -1,0 +1,248 @@
+package nripolicy
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+)
+
+// status is the state of one requirement in one view.
+type status struct {
+	state      PluginStateKind
+	subscribed bool      // a ready connection subscribes to the event
+	unlisted   []*conn   // ready connections not yet past the sync barrier
+	best       *connView // the connection that decided the state
+	others     []string  // registered plugins with the base name but another index
+}
+
+// rank orders states from worst to best for picking a connection.
+func rank(s PluginStateKind) int {
+	switch s {
+	case StateReady:
+		return 4
+	case StateNotSubscribed:
+		return 3
+	case StateRegistered:
+		return 2
+	case StateDisconnected:
+		return 1
+	}
+	return 0
+}
+
+// connState is the state of one connection for requirement r.
+func connState(cv *connView, r *requirement) PluginStateKind {
+	switch {
+	case cv.closed:
+		return StateDisconnected
+	case !cv.synced:
+		return StateRegistered
+	case cv.events&r.apiMask == 0:
+		return StateNotSubscribed
+	}
+	return StateReady
+}
+
+// check evaluates r for event ev (api.Event_UNKNOWN: for any event).
+func (v *view) check(r *requirement, ev api.Event, withBarrier bool) status {
+	st := status{state: StateNotRegistered}
+	for _, i := range v.byBase[r.base] {
+		cv := &v.conns[i]
+		if !r.matches(cv.base, cv.idx) {
+			if !cv.closed {
+				st.others = append(st.others, cv.idx+"-"+cv.base)
+			}
+			continue
+		}
+		s := connState(cv, r)
+		if s == StateReady {
+			if ev != api.Event_UNKNOWN && cv.events.IsSet(ev) {
+				st.subscribed = true
+			}
+			if withBarrier && !cv.c.listed.Load() {
+				st.unlisted = append(st.unlisted, cv.c)
+			}
+		}
+		if rank(s) > rank(st.state) || (rank(s) == rank(st.state) && st.best != nil && cv.since.After(st.best.since)) {
+			st.state, st.best = s, cv
+		}
+	}
+	return st
+}
+
+// reason describes a state that is not ready, for refusals and conditions.
+func (st *status) reason(r *requirement) string {
+	switch st.state {
+	case StateNotRegistered:
+		if len(st.others) > 0 {
+			return fmt.Sprintf("is not registered (registered with another index: %s)", strings.Join(st.others, ", "))
+		}
+		return "is not registered"
+	case StateRegistered:
+		return fmt.Sprintf("is registered as %s but not synchronized", st.best.idx+"-"+st.best.base)
+	case StateNotSubscribed:
+		return fmt.Sprintf("is not subscribed to any event it is required for (required: %s; subscribed: %s)",
+			strings.Join(eventNames(r.apiMask), ","), strings.Join(eventNames(st.best.events), ","))
+	case StateDisconnected:
+		return fmt.Sprintf("is disconnected at %s (%s)", st.best.since.UTC().Format(time.RFC3339Nano), st.best.closeReason)
+	}
+	return "is ready"
+}
+
+// eventNames lists the upstream event names in a mask.
+func eventNames(m api.EventMask) []string {
+	var out []string
+	for e := api.Event(1); e < api.Event_LAST; e++ {
+		if m.IsSet(e) {
+			out = append(out, e.PrettyName())
+		}
+	}
+	return out
+}
+
+// PluginStateKind is the state of a plugin.
+type PluginStateKind string
+
+const (
+	// StateNotRegistered is a configured plugin without a connection.
+	StateNotRegistered PluginStateKind = "not registered"
+	// StateRegistered is a plugin that registered but is not synchronized yet.
+	StateRegistered PluginStateKind = "registered"
+	// StateReady is a registered, synchronized and subscribed plugin.
+	StateReady PluginStateKind = "ready"
+	// StateNotSubscribed is a synchronized plugin that subscribes to none
+	// of the events it is required for: misconfigured.
+	StateNotSubscribed PluginStateKind = "not subscribed"
+	// StateDisconnected is a plugin whose last connection closed.
+	StateDisconnected PluginStateKind = "disconnected"
+)
+
+// PluginState is one plugin in a Snapshot.
+type PluginState struct {
+	// Key is the configured key, or idx-name for an unconfigured plugin.
+	Key string
+	// Name and Index are the plugin's base name and index (Index is empty
+	// while a base-name key has no connection).
+	Name, Index string
+	State       PluginStateKind
+	// Configured says the policy names the plugin.
+	Configured bool
+	// Events are the events the plugin subscribed to.
+	Events     []string
+	FailPolicy FailPolicy
+	Readiness  Readiness
+	// Since is when the plugin entered State.
+	Since time.Time
+	// LastError is the last error upstream reported for the plugin, or why
+	// its connection closed.
+	LastError string
+}
+
+// Snapshot returns the configured plugins and the connected unconfigured
+// ones, sorted by key.
+func (p *Policy) Snapshot() []PluginState {
+	return p.snapshot(p.cur.Load(), p.trk.view())
+}
+
+func (p *Policy) snapshot(c *compiled, v *view) []PluginState {
+	out := make([]PluginState, 0, len(c.plugins))
+	for _, r := range c.plugins {
+		st := v.check(r, api.Event_UNKNOWN, false)
+		ps := PluginState{Key: r.key, Name: r.base, Index: r.idx, State: st.state, Configured: true,
+			FailPolicy: r.policy, Readiness: r.readiness, Since: p.trk.created}
+		if b := st.best; b != nil {
+			ps.Index, ps.Since, ps.Events = b.idx, b.since, eventNames(b.events)
+			ps.LastError = v.lastErr[b.idx+"-"+b.base]
+			if b.closed && ps.LastError == "" {
+				ps.LastError = b.closeReason
+			}
+		}
+		out = append(out, ps)
+	}
+	for i := range v.conns {
+		cv := &v.conns[i]
+		if cv.closed {
+			continue
+		}
+		configured := false
+		for _, r := range c.plugins {
+			if r.matches(cv.base, cv.idx) {
+				configured = true
+				break
+			}
+		}
+		if configured {
+			continue
+		}
+		state := StateReady
+		if !cv.synced {
+			state = StateRegistered
+		}
+		out = append(out, PluginState{Key: cv.idx + "-" + cv.base, Name: cv.base, Index: cv.idx, State: state,
+			Events: eventNames(cv.events), Since: cv.since, LastError: v.lastErr[cv.idx+"-"+cv.base]})
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out
+}
+
+// Readiness condition types and reasons.
+const (
+	ConditionNRIPluginsReady = "NRIPluginsReady"
+	ConditionNetworkReady    = "NetworkReady"
+	ReasonNRIPluginsNotReady = "NRIPluginsNotReady"
+	ReasonNRIPluginNotReady  = "NRIPluginNotReady"
+)
+
+// Condition is a runtime-agnostic CRI status condition.
+type Condition struct {
+	Type    string
+	Status  bool
+	Reason  string
+	Message string
+}
+
+// Conditions returns the readiness conditions: none without configured
+// plugins; otherwise NRIPluginsReady and, only while a readiness="network"
+// fail plugin is not ready, NetworkReady=false for the runtime to merge
+// into its own network condition.
+func (p *Policy) Conditions() []Condition {
+	c, v := p.cur.Load(), p.trk.view()
+	if len(c.plugins) == 0 {
+		return nil
+	}
+	var missing, network []string
+	for _, r := range c.plugins {
+		if r.policy != FailPolicyFail || r.readiness == ReadinessNone {
+			continue
+		}
+		st := v.check(r, api.Event_UNKNOWN, false)
+		if st.state == StateReady {
+			continue
+		}
+		m := fmt.Sprintf("%q %s", r.key, st.reason(r))
+		missing = append(missing, m)
+		if r.readiness == ReadinessNetwork {
+			network = append(network, m)
+		}
+	}
+	ready := Condition{Type: ConditionNRIPluginsReady, Status: true}
+	if len(missing) > 0 {
+		ready.Reason = ReasonNRIPluginsNotReady
+		ready.Message = "required NRI plugins not ready: " + strings.Join(missing, "; ")
+	}
+	out := []Condition{ready}
+	if len(network) > 0 {
+		out = append(out, Condition{Type: ConditionNetworkReady, Status: false, Reason: ReasonNRIPluginNotReady,
+			Message: "network NRI plugins not ready: " + strings.Join(network, "; ")})
+	}
+	return out
+}
+
+// Changed returns a channel that is closed at the next change of any
+// plugin's state or of the policy. Call it again for the next change.
+func (p *Policy) Changed() <-chan struct{} {
+	return p.trk.view().changed
+}
