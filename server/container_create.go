@@ -122,7 +122,7 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	s.mu.Lock()
 	s.containers[id] = c
 	s.mu.Unlock()
-	s.writeRecord("ctr", id, c)
+	s.writeRecord("ctr", id, c.record())
 	s.hooks.PostCreateContainer(ctx, sb, c)
 	log.Info("container created")
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil

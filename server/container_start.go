@@ -36,8 +36,8 @@ func (s *Server) StartContainer(ctx context.Context, req *runtimeapi.StartContai
 	if err := s.runtime.Start(ctx, c.ID); err != nil {
 		return nil, status.Errorf(codes.Internal, "start container %s: %v", c.ID, err)
 	}
-	c.StartedAt = time.Now()
-	s.writeRecord("ctr", c.ID, c)
+	c.setStarted(time.Now())
+	s.writeRecord("ctr", c.ID, c.record())
 	s.hooks.PostStartContainer(ctx, sb, c)
 	return &runtimeapi.StartContainerResponse{}, nil
 }

@@ -42,8 +42,8 @@ func (s *Server) ContainerStatus(ctx context.Context, req *runtimeapi.ContainerS
 		Image: c.Config.Image, ImageRef: c.ImageID, ImageId: c.ImageID,
 		Labels: c.Config.Labels, Annotations: c.Config.Annotations, Mounts: c.Config.Mounts, LogPath: c.LogPath,
 	}
-	if !c.StartedAt.IsZero() {
-		cs.StartedAt = c.StartedAt.UnixNano()
+	if t := c.startedAt(); !t.IsZero() {
+		cs.StartedAt = t.UnixNano()
 	}
 	if state == runtimeapi.ContainerState_CONTAINER_EXITED {
 		cs.ExitCode = st.ExitCode

@@ -47,9 +47,9 @@ func (s *Server) UpdateContainerResources(ctx context.Context, req *runtimeapi.U
 	if err := s.runtime.Update(ctx, c.ID, ores); err != nil {
 		return nil, status.Errorf(codes.Internal, "update container %s: %v", c.ID, err)
 	}
-	if c.Config.Linux == nil {
-		c.Config.Linux = &runtimeapi.LinuxContainerConfig{}
+	c.setResources(res)
+	if h, ok := s.hooks.(PostUpdateHook); ok {
+		h.PostUpdateContainer(ctx, sb, c)
 	}
-	c.Config.Linux.Resources = res
 	return &runtimeapi.UpdateContainerResourcesResponse{}, nil
 }

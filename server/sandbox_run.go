@@ -73,7 +73,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	s.mu.Lock()
 	s.sandboxes[id] = sb
 	s.mu.Unlock()
-	s.writeRecord("pod", id, sb)
+	s.writeRecord("pod", id, sb.record())
 	s.log.WithFields(map[string]any{"pod": md.Namespace + "/" + md.Name, "id": id}).Info("pod sandbox ready")
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
 }

@@ -45,7 +45,7 @@ func (s *Server) stopSandbox(ctx context.Context, sb *Sandbox) error {
 		if err := s.hooks.StopPodSandbox(ctx, sb); err != nil {
 			s.log.WithError(err).WithField("pod", sb.ID).Warn("StopPodSandbox hook failed")
 		}
-		s.writeRecord("pod", sb.ID, sb)
+		s.writeRecord("pod", sb.ID, sb.record())
 	}
 	return nil
 }

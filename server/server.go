@@ -334,3 +334,39 @@ func toStatus(code codes.Code, err error, format string, args ...any) error {
 	}
 	return status.Errorf(code, "%s: %v", fmt.Sprintf(format, args...), err)
 }
+
+// Sandboxes returns the current pods (for NRI synchronization).
+func (s *Server) Sandboxes() []*Sandbox {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*Sandbox, 0, len(s.sandboxes))
+	for _, sb := range s.sandboxes {
+		out = append(out, sb)
+	}
+	return out
+}
+
+// Containers returns the current containers (for NRI synchronization).
+func (s *Server) Containers() []*Container {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*Container, 0, len(s.containers))
+	for _, c := range s.containers {
+		out = append(out, c)
+	}
+	return out
+}
+
+// ContainerState returns a container's CRI state and, when it exited, its
+// exit code.
+func (s *Server) ContainerState(ctx context.Context, id string) (runtimeapi.ContainerState, int32, error) {
+	c, err := s.lookupContainer(id)
+	if err != nil {
+		return runtimeapi.ContainerState_CONTAINER_UNKNOWN, 0, err
+	}
+	state, st, err := s.containerState(ctx, c)
+	if err != nil || st == nil {
+		return state, 0, err
+	}
+	return state, st.ExitCode, nil
+}

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -250,8 +251,25 @@ func TestCRIEndToEnd(t *testing.T) {
 	if hooks.calls["CreateContainer"] != 1 || hooks.calls["StartContainer"] != 1 || hooks.calls["RunPodSandbox"] != 1 || hooks.calls["UpdateContainer"] != 1 {
 		t.Errorf("hook calls %v", hooks.calls)
 	}
+	// Status and list calls run while a stop waits out its timeout (and
+	// under -race show that they do not touch fields unguarded).
+	stopDone := make(chan struct{})
+	go func() {
+		defer close(stopDone)
+		for i := 0; i < 20; i++ {
+			_, _ = rc.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+			_, _ = rc.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
+			_, _ = rc.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	stopStart := time.Now()
 	if _, err := rc.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: id, Timeout: 1}); err != nil {
 		t.Fatalf("StopContainer: %v", err)
+	}
+	<-stopDone
+	if d := time.Since(stopStart); d < time.Second {
+		t.Errorf("stop of a process ignoring SIGTERM returned after %s, before its 1s timeout", d)
 	}
 	st, err := rc.ContainerStatus(ctx, &runtimeapi.ContainerStatusRequest{ContainerId: id})
 	if err != nil || st.Status.State != runtimeapi.ContainerState_CONTAINER_EXITED || st.Status.ExitCode != 137 {
@@ -288,13 +306,32 @@ func TestCRIEndToEnd(t *testing.T) {
 		Metadata: &runtimeapi.ContainerMetadata{Name: "noimage"}, Image: &runtimeapi.ImageSpec{Image: "localhost/nothere:1"},
 	}})
 	wantCode(t, "create with unknown image", err, codes.NotFound, "pull it first")
+	// A hook refusing the container undoes everything and its error code
+	// reaches the client unchanged.
+	_, err = rc.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: pod.PodSandboxId, Config: &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "refused"}, Image: &runtimeapi.ImageSpec{Image: "localhost/busybox:latest"},
+		Command: []string{"true"},
+	}})
+	wantCode(t, "create refused by hook", err, codes.PermissionDenied, "plugin guard refused")
+	_, err = rc.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: &runtimeapi.PodSandboxConfig{
+		Metadata: &runtimeapi.PodSandboxMetadata{Name: "refusedpod", Namespace: "ns", Uid: "r-uid"}}})
+	wantCode(t, "pod refused by hook", err, codes.PermissionDenied, "plugin guard refused")
+	if hooks.refusedPodNetNS == "" {
+		t.Error("refused pod had no netns when the hook ran")
+	} else if _, err := os.Stat(hooks.refusedPodNetNS); !os.IsNotExist(err) {
+		t.Errorf("refused pod left its netns %s: %v", hooks.refusedPodNetNS, err)
+	}
+	pods, _ := rc.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	if len(pods.GetItems()) != 1 {
+		t.Errorf("pods after a refused one: %d, want 1", len(pods.GetItems()))
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "root", "overlay-containers", "containers.json")); err != nil || strings.Count(string(b), `"id"`) != 2 {
+		t.Errorf("storage containers after refusals: %s, %v; want the 2 created", b, err)
+	}
+
 	list, err := rc.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
 	if err != nil || len(list.Containers) != 2 {
 		t.Errorf("ListContainers = %d, %v; want the 2 created", len(list.GetContainers()), err)
-	}
-	ents, _ := os.ReadDir(filepath.Join(dir, "root", "overlay-containers"))
-	if len(ents) > 3 { // containers.json, containers.lock and our two
-		t.Errorf("storage has leftovers: %v", ents)
 	}
 	if _, err := rc.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: id}); err != nil {
 		t.Errorf("RemoveContainer: %v", err)
@@ -308,7 +345,7 @@ func TestCRIEndToEnd(t *testing.T) {
 	if _, err := rc.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: pod.PodSandboxId}); err != nil {
 		t.Errorf("RemovePodSandbox: %v", err)
 	}
-	pods, _ := rc.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	pods, _ = rc.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 	if len(pods.GetItems()) != 0 {
 		t.Errorf("pods left: %v", pods.GetItems())
 	}
@@ -319,21 +356,33 @@ func TestCRIEndToEnd(t *testing.T) {
 
 type recordingHooks struct {
 	NoopHooks
-	calls map[string]int
+	mu              sync.Mutex
+	calls           map[string]int
+	refusedPodNetNS string
 }
 
 func (h *recordingHooks) count(n string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	if h.calls == nil {
 		h.calls = map[string]int{}
 	}
 	h.calls[n]++
 }
 
-func (h *recordingHooks) RunPodSandbox(context.Context, *Sandbox) error {
+func (h *recordingHooks) RunPodSandbox(_ context.Context, sb *Sandbox) error {
+	if sb.Config.Metadata.Name == "refusedpod" {
+		h.refusedPodNetNS = sb.NetNSPath
+		return status.Error(codes.PermissionDenied, "plugin guard refused the pod")
+	}
 	h.count("RunPodSandbox")
 	return nil
 }
-func (h *recordingHooks) CreateContainer(_ context.Context, _ *Sandbox, _ *Container, g *oci.Generator) error {
+
+func (h *recordingHooks) CreateContainer(_ context.Context, _ *Sandbox, c *Container, g *oci.Generator) error {
+	if c.Config.Metadata.Name == "refused" {
+		return status.Error(codes.PermissionDenied, "plugin guard refused the container")
+	}
 	h.count("CreateContainer")
 	g.AddAnnotation("hooked", "yes")
 	return nil

@@ -26,6 +26,16 @@ func (sb *Sandbox) HostNetwork() bool {
 	return sb.Config.GetLinux().GetSecurityContext().GetNamespaceOptions().GetNetwork() == runtimeapi.NamespaceMode_NODE
 }
 
+// record is what the on-disk record of a pod holds.
+func (sb *Sandbox) record() any {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	return map[string]any{
+		"id": sb.ID, "name": sb.Name, "runtime_handler": sb.RuntimeHandler, "netns_path": sb.NetNSPath,
+		"created_at": sb.CreatedAt, "state": sb.State.String(), "metadata": sb.Config.GetMetadata(),
+	}
+}
+
 func (sb *Sandbox) state() runtimeapi.PodSandboxState {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
@@ -45,6 +55,40 @@ type Container struct {
 	CreatedAt time.Time                   `json:"created_at"`
 	StartedAt time.Time                   `json:"started_at"`
 	Pid       int                         `json:"pid"`
-	// mu serializes lifecycle operations on one container.
-	mu sync.Mutex
+	// mu serializes lifecycle operations on one container; fieldsMu guards
+	// the fields that change after creation (StartedAt, Config.Linux), so
+	// status calls need not wait for a slow stop.
+	mu       sync.Mutex
+	fieldsMu sync.Mutex
+}
+
+func (c *Container) startedAt() time.Time {
+	c.fieldsMu.Lock()
+	defer c.fieldsMu.Unlock()
+	return c.StartedAt
+}
+
+func (c *Container) setStarted(t time.Time) {
+	c.fieldsMu.Lock()
+	c.StartedAt = t
+	c.fieldsMu.Unlock()
+}
+
+func (c *Container) setResources(r *runtimeapi.LinuxContainerResources) {
+	c.fieldsMu.Lock()
+	defer c.fieldsMu.Unlock()
+	if c.Config.Linux == nil {
+		c.Config.Linux = &runtimeapi.LinuxContainerConfig{}
+	}
+	c.Config.Linux.Resources = r
+}
+
+// record is what the on-disk record of a container holds.
+func (c *Container) record() any {
+	c.fieldsMu.Lock()
+	defer c.fieldsMu.Unlock()
+	return map[string]any{
+		"id": c.ID, "sandbox_id": c.SandboxID, "name": c.Name, "image_id": c.ImageID, "image_name": c.ImageName,
+		"log_path": c.LogPath, "created_at": c.CreatedAt, "started_at": c.StartedAt, "pid": c.Pid,
+	}
 }
