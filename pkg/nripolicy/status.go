@@ -230,6 +230,7 @@ func (p *Policy) Conditions() []Condition {
 	}
 	ready := Condition{Type: ConditionNRIPluginsReady, Status: true}
 	if len(missing) > 0 {
+		ready.Status = false
 		ready.Reason = ReasonNRIPluginsNotReady
 		ready.Message = "required NRI plugins not ready: " + strings.Join(missing, "; ")
 	}

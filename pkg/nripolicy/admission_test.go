@@ -1,0 +1,360 @@
+package nripolicy
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containerd/nri/pkg/api"
+	"github.com/containerd/ttrpc"
+)
+
+func TestRefusalNotRegistered(t *testing.T) {
+	rec := &recorder{}
+	p := mustNew(t, cfgOf("guard", func(pc *PluginConfig) { pc.RegistrationWait = Duration(30 * time.Millisecond) }), WithDecisionHook(rec))
+	start := time.Now()
+	_, adm, err := p.Admit(context.Background(), Request{Event: EventCreateContainer, Pod: pod("default", "p1", nil), Container: ctr("c1")})
+	if took := time.Since(start); took < 30*time.Millisecond || took > 500*time.Millisecond {
+		t.Errorf("Admit took %v, want about registration_wait (30ms)", took)
+	}
+	if err == nil || adm != nil {
+		t.Fatalf("Admit = %v, %v; want a refusal", adm, err)
+	}
+	if !errors.Is(err, ErrRefused) || !errors.Is(err, ErrPluginNotReady) || errors.Is(err, ErrPluginNotActed) {
+		t.Fatalf("error does not wrap ErrRefused and ErrPluginNotReady only: %v", err)
+	}
+	var re *RefusalError
+	if !errors.As(err, &re) || re.Plugin != "guard" || re.Event != EventCreateContainer || re.Namespace != "default" ||
+		re.Pod != "p1" || re.Container != "c1" || re.Waited < 30*time.Millisecond {
+		t.Fatalf("RefusalError fields wrong: %+v", re)
+	}
+	want := `nri: plugin "guard" is required for CreateContainer of container "c1" in pod default/p1 (fail_policy=fail) but is not registered; waited 30ms (registration_wait=30ms); start or fix the plugin, or exempt the pod with exclude_pod_selector / exclude_namespaces`
+	re.Waited = 30 * time.Millisecond // the real wait is a little longer
+	if got := re.Error(); got != want {
+		t.Errorf("message:\n got %s\nwant %s", got, want)
+	}
+	d := rec.list()
+	if len(d) != 1 || d[0].Outcome != OutcomeRefused || d[0].Plugin != "guard" || d[0].Waited < 30*time.Millisecond {
+		t.Errorf("decisions = %+v", d)
+	}
+}
+
+func TestRefusalRunPodSandboxMessage(t *testing.T) {
+	p := mustNew(t, cfgOf("10-guard", func(pc *PluginConfig) { pc.Events = []Event{EventRunPodSandbox} }))
+	fakeConn(p, "guard", "20", true, api.Event_RUN_POD_SANDBOX)
+	_, _, err := p.Admit(context.Background(), Request{Event: EventRunPodSandbox, Pod: pod("ns", "p", nil)})
+	if err == nil {
+		t.Fatal("a plugin registered under another index must not satisfy 10-guard")
+	}
+	msg := err.Error()
+	for _, s := range []string{`plugin "10-guard" is required for RunPodSandbox of pod ns/p`, "not registered", "20-guard"} {
+		if !strings.Contains(msg, s) {
+			t.Errorf("message lacks %q: %s", s, msg)
+		}
+	}
+	if strings.Contains(msg, "container") {
+		t.Errorf("RunPodSandbox message names a container: %s", msg)
+	}
+}
+
+func TestAdmitStates(t *testing.T) {
+	cases := []struct {
+		name   string
+		setup  func(p *Policy)
+		reason string // empty: admitted
+	}{
+		{"ready", func(p *Policy) { fakeConn(p, "guard", "10", true, api.Event_CREATE_CONTAINER) }, ""},
+		{"registered, not synchronized", func(p *Policy) { fakeConn(p, "guard", "10", false, api.Event_CREATE_CONTAINER) }, "not synchronized"},
+		{"not subscribed", func(p *Policy) { fakeConn(p, "guard", "10", true, api.Event_STOP_CONTAINER) }, "not subscribed"},
+		{"disconnected", func(p *Policy) { p.trk.closed(fakeConn(p, "guard", "10", true, api.Event_CREATE_CONTAINER)) }, "disconnected at"},
+		{"restart overlap: one ready conn counts", func(p *Policy) {
+			p.trk.closed(fakeConn(p, "guard", "10", true, api.Event_CREATE_CONTAINER))
+			fakeConn(p, "guard", "10", true, api.Event_CREATE_CONTAINER)
+		}, ""},
+		{"other plugin only", func(p *Policy) { fakeConn(p, "other", "10", true, api.Event_CREATE_CONTAINER) }, "not registered"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustNew(t, cfgOf("guard", nil))
+			tc.setup(p)
+			_, adm, err := p.Admit(context.Background(), Request{Event: EventCreateContainer, Pod: pod("d", "p", nil), Container: ctr("c")})
+			if tc.reason == "" {
+				if err != nil || adm == nil {
+					t.Fatalf("Admit = %v, want admitted", err)
+				}
+				return
+			}
+			if err == nil || !errors.Is(err, ErrPluginNotReady) || !strings.Contains(err.Error(), tc.reason) {
+				t.Fatalf("Admit error = %v, want ErrPluginNotReady with %q", err, tc.reason)
+			}
+		})
+	}
+}
+
+// A plugin required for two events but subscribed to one needs only to be
+// ready for the other (DESIGN.md Semantics 2), and has nothing to answer.
+func TestSubscribedToOtherRequiredEvent(t *testing.T) {
+	p := mustNew(t, cfgOf("guard", func(pc *PluginConfig) { pc.Events = []Event{EventRunPodSandbox, EventCreateContainer} }))
+	fakeConn(p, "guard", "10", true, api.Event_CREATE_CONTAINER)
+	ctx, adm, err := p.Admit(context.Background(), Request{Event: EventRunPodSandbox, Pod: pod("d", "p", nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctx.Value(admissionKey{}) != nil {
+		t.Error("no plugin has to answer RunPodSandbox, the ctx needs no token")
+	}
+	if err := adm.Done(nil); err != nil {
+		t.Fatalf("Done = %v", err)
+	}
+}
+
+func admitReady(t *testing.T, p *Policy) (context.Context, *Admission, *conn) {
+	t.Helper()
+	c := fakeConn(p, "guard", "10", true, api.Event_CREATE_CONTAINER)
+	ctx, adm, err := p.Admit(context.Background(), Request{Event: EventCreateContainer, Pod: pod("d", "p", nil), Container: ctr("c")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ctx.Value(admissionKey{}) != adm {
+		t.Fatal("the returned ctx must carry the admission for the interceptors")
+	}
+	return ctx, adm, c
+}
+
+func TestDone(t *testing.T) {
+	plugErr := errors.New("plugin 10-guard: no")
+	cases := []struct {
+		name    string
+		policy  FailPolicy
+		answer  func(a *Admission, c *conn)
+		relay   error
+		wantErr error // nil: Done returns nil
+		reason  string
+	}{
+		{"answered", FailPolicyFail, func(a *Admission, c *conn) { a.record(c, nil, okResp) }, nil, nil, ""},
+		{"skipped", FailPolicyFail, func(*Admission, *conn) {}, nil, ErrPluginNotActed, "skipped"},
+		{"timed out", FailPolicyFail, func(a *Admission, c *conn) { a.record(c, context.DeadlineExceeded, okResp) }, nil, context.DeadlineExceeded, "request timeout"},
+		{"lost connection", FailPolicyFail, func(a *Admission, c *conn) { a.record(c, ttrpc.ErrClosed, okResp) }, nil, ttrpc.ErrClosed, "lost its connection"},
+		{"protocol error", FailPolicyFail, func(a *Admission, c *conn) { a.record(c, ttrpc.ErrProtocol, okResp) }, nil, ttrpc.ErrProtocol, "protocol"},
+		{"plugin's own error fails the relay", FailPolicyFail, func(a *Admission, c *conn) { a.record(c, nil, errResp(2)) }, plugErr, plugErr, ""},
+		{"plugin's own error, ignore policy", FailPolicyIgnore, func(a *Admission, c *conn) { a.record(c, nil, errResp(2)) }, plugErr, plugErr, ""},
+		{"ignore: skipped proceeds", FailPolicyIgnore, func(*Admission, *conn) {}, nil, nil, ""},
+		{"ignore: timeout proceeds", FailPolicyIgnore, func(a *Admission, c *conn) { a.record(c, context.DeadlineExceeded, okResp) }, nil, nil, ""},
+		{"answer from another plugin does not count", FailPolicyFail, func(a *Admission, _ *conn) {
+			a.record(&conn{}, nil, okResp)
+		}, nil, ErrPluginNotActed, "skipped"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rec, log := &recorder{}, &logRec{}
+			p := mustNew(t, cfgOf("guard", func(pc *PluginConfig) { pc.FailPolicy = tc.policy }), WithDecisionHook(rec), WithLogger(log))
+			_, adm, c := admitReady(t, p)
+			tc.answer(adm, c)
+			err := adm.Done(tc.relay)
+			switch {
+			case tc.wantErr == nil && err != nil:
+				t.Fatalf("Done = %v, want nil", err)
+			case tc.wantErr != nil && !errors.Is(err, tc.wantErr):
+				t.Fatalf("Done = %v, want %v", err, tc.wantErr)
+			}
+			if tc.relay == nil && tc.wantErr != nil {
+				if !errors.Is(err, ErrRefused) || !errors.Is(err, ErrPluginNotActed) || !strings.Contains(err.Error(), tc.reason) {
+					t.Fatalf("Done = %v, want ErrRefused+ErrPluginNotActed with %q", err, tc.reason)
+				}
+			}
+			if tc.policy == FailPolicyIgnore && tc.relay == nil && strings.Contains(tc.name, "proceeds") {
+				d := rec.list()
+				if len(d) != 1 || d[0].Outcome != OutcomeIgnored || len(log.warns) != 1 {
+					t.Fatalf("ignored miss must be counted and logged: %+v, %d warnings", d, len(log.warns))
+				}
+			}
+		})
+	}
+}
+
+func TestDoneNilAndTrivial(t *testing.T) {
+	var a *Admission
+	e := errors.New("x")
+	if a.Done(nil) != nil || a.Done(e) != e {
+		t.Fatal("nil admission must return the relay error")
+	}
+	p := mustNew(t, nil)
+	ctx, adm, err := p.Admit(context.Background(), Request{Event: EventCreateContainer, Pod: pod("d", "p", nil)})
+	if err != nil || adm.Done(nil) != nil || adm.Done(e) != e || ctx != context.Background() {
+		t.Fatal("no policy must be a no-op")
+	}
+	if len(p.Conditions()) != 0 {
+		t.Fatal("no plugins configured: no conditions")
+	}
+}
+
+func TestAdmitWaitsAndReleasesPromptly(t *testing.T) {
+	rec := &recorder{}
+	p := mustNew(t, cfgOf("guard", func(pc *PluginConfig) { pc.RegistrationWait = Duration(5 * time.Second) }), WithDecisionHook(rec))
+	c := fakeConn(p, "guard", "10", false, api.Event_CREATE_CONTAINER)
+	type res struct {
+		err error
+		at  time.Time
+	}
+	done := make(chan res, 1)
+	go func() {
+		_, _, err := p.Admit(context.Background(), Request{Event: EventCreateContainer, Pod: pod("d", "p", nil), Container: ctr("c")})
+		done <- res{err, time.Now()}
+	}()
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case r := <-done:
+		t.Fatalf("Admit returned before the plugin was ready: %v", r.err)
+	default:
+	}
+	synced := time.Now()
+	syncConn(p, c)
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if lat := r.at.Sub(synced); lat > 10*time.Millisecond {
+		t.Errorf("released %v after synchronization, want within 10ms", lat)
+	}
+	d := rec.list()
+	if len(d) != 1 || d[0].Outcome != OutcomeAllowed || d[0].Waited < 50*time.Millisecond {
+		t.Errorf("decisions = %+v, want one allowed-after-wait", d)
+	}
+}
+
+func TestAdmitContextCancelled(t *testing.T) {
+	p := mustNew(t, cfgOf("guard", func(pc *PluginConfig) { pc.RegistrationWait = Duration(time.Minute) }))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, _, err := p.Admit(ctx, Request{Event: EventCreateContainer, Pod: pod("d", "p", nil)})
+	if time.Since(start) > time.Second {
+		t.Fatal("Admit did not give up on ctx")
+	}
+	if !errors.Is(err, ErrRefused) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want a refusal wrapping the ctx error", err)
+	}
+}
+
+func TestIgnoreNeverRefuses(t *testing.T) {
+	rec, log := &recorder{}, &logRec{}
+	p := mustNew(t, cfgOf("guard", func(pc *PluginConfig) {
+		pc.FailPolicy = FailPolicySkip
+		pc.RegistrationWait = Duration(10 * time.Millisecond)
+	}), WithDecisionHook(rec), WithLogger(log))
+	_, adm, err := p.Admit(context.Background(), Request{Event: EventCreateContainer, Pod: pod("d", "p", nil)})
+	if err != nil || adm.Done(nil) != nil {
+		t.Fatalf("ignore policy refused: %v", err)
+	}
+	d := rec.list()
+	if len(d) != 1 || d[0].Outcome != OutcomeIgnored || d[0].Waited < 10*time.Millisecond || len(log.warns) != 1 {
+		t.Fatalf("decisions = %+v warnings=%d", d, len(log.warns))
+	}
+	if c := p.Conditions(); len(c) != 1 || !c[0].Status {
+		t.Fatalf("ignore plugins do not lower NRIPluginsReady: %+v", c)
+	}
+}
+
+func TestReloadKeepsInFlightAdmission(t *testing.T) {
+	p := mustNew(t, cfgOf("guard", nil))
+	_, adm, _ := admitReady(t, p)
+	if err := p.Reload(cfgOf("guard", func(pc *PluginConfig) { pc.FailPolicy = FailPolicyIgnore })); err != nil {
+		t.Fatal(err)
+	}
+	// The in-flight admission still has fail_policy=fail: the skipped plugin refuses.
+	if err := adm.Done(nil); !errors.Is(err, ErrPluginNotActed) {
+		t.Fatalf("in-flight admission lost its policy: %v", err)
+	}
+	_, adm2, err := p.Admit(context.Background(), Request{Event: EventCreateContainer, Pod: pod("d", "p", nil)})
+	if err != nil || adm2.Done(nil) != nil {
+		t.Fatalf("new admission must use the reloaded ignore policy: %v", err)
+	}
+	bad := cfgOf("guard", func(pc *PluginConfig) { pc.FailPolicy = "maybe" })
+	if err := p.Reload(bad); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("Reload(bad) = %v", err)
+	}
+	if p.Config().Plugins["guard"].Policy() != FailPolicyIgnore {
+		t.Fatal("a bad reload must keep the old policy")
+	}
+}
+
+func TestConditionsAndSnapshot(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Plugins = map[string]*PluginConfig{"guard": DefaultPluginConfig(), "net": DefaultPluginConfig(), "quiet": DefaultPluginConfig(), "soft": DefaultPluginConfig()}
+	cfg.Plugins["net"].Readiness = ReadinessNetwork
+	cfg.Plugins["quiet"].Readiness = ReadinessNone
+	cfg.Plugins["soft"].FailPolicy = FailPolicyIgnore
+	hook := &readinessRec{}
+	p := mustNew(t, cfg, WithReadinessHook(hook))
+	cond := p.Conditions()
+	if len(cond) != 2 || cond[0].Type != ConditionNRIPluginsReady || cond[0].Status || cond[0].Reason != ReasonNRIPluginsNotReady ||
+		cond[1].Type != ConditionNetworkReady || cond[1].Status || cond[1].Reason != ReasonNRIPluginNotReady {
+		t.Fatalf("conditions = %+v", cond)
+	}
+	for _, s := range []string{`"guard" is not registered`, `"net" is not registered`} {
+		if !strings.Contains(cond[0].Message, s) {
+			t.Errorf("message lacks %q: %s", s, cond[0].Message)
+		}
+	}
+	if strings.Contains(cond[0].Message, "quiet") || strings.Contains(cond[0].Message, "soft") || strings.Contains(cond[1].Message, "guard") {
+		t.Errorf("wrong plugins listed: %+v", cond)
+	}
+	ch := p.Changed()
+	g := fakeConn(p, "guard", "10", false, api.Event_CREATE_CONTAINER)
+	select {
+	case <-ch:
+	default:
+		t.Fatal("Changed must close on a registration")
+	}
+	if !strings.Contains(p.Conditions()[0].Message, `"guard" is registered as 10-guard but not synchronized`) {
+		t.Errorf("message: %s", p.Conditions()[0].Message)
+	}
+	syncConn(p, g)
+	n := fakeConn(p, "net", "20", true, api.Event_CREATE_CONTAINER)
+	cond = p.Conditions()
+	if len(cond) != 1 || !cond[0].Status {
+		t.Fatalf("all fail plugins ready: %+v", cond)
+	}
+	p.trk.closed(n)
+	cond = p.Conditions()
+	if len(cond) != 2 || !strings.Contains(cond[1].Message, `"net" is disconnected at`) {
+		t.Fatalf("after disconnect: %+v", cond)
+	}
+	fakeConn(p, "extra", "90", true, api.Event_CREATE_CONTAINER)
+	snap := p.Snapshot()
+	var keys []string
+	for _, s := range snap {
+		keys = append(keys, s.Key+"="+string(s.State))
+	}
+	want := "90-extra=ready guard=ready net=disconnected quiet=not registered soft=not registered"
+	if strings.Join(keys, " ") != want {
+		t.Fatalf("snapshot = %v, want %s", keys, want)
+	}
+	if s := snap[1]; s.Index != "10" || s.Name != "guard" || !s.Configured || s.FailPolicy != FailPolicyFail ||
+		len(s.Events) != 1 || s.Events[0] != "CreateContainer" || s.Since.IsZero() {
+		t.Errorf("guard state = %+v", s)
+	}
+	if s := snap[2]; s.LastError == "" {
+		t.Errorf("a disconnected plugin says why: %+v", s)
+	}
+	last := hook.last()
+	if len(last) != len(snap) || last[0].Key != "90-extra" {
+		t.Errorf("readiness hook did not get the latest snapshot: %+v", last)
+	}
+}
+
+type readinessRec struct {
+	states [][]PluginState
+}
+
+// ReadinessChanged is serialized by the policy.
+func (r *readinessRec) ReadinessChanged(s []PluginState) { r.states = append(r.states, s) }
+
+func (r *readinessRec) last() []PluginState {
+	if len(r.states) == 0 {
+		return nil
+	}
+	return r.states[len(r.states)-1]
+}
