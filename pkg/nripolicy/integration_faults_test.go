@@ -1,5 +1,3 @@
-//go:build nripolicy_matrix
-
 package nripolicy_test
 
 import (
