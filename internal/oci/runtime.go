@@ -350,7 +350,11 @@ func (r *Runtime) Stop(ctx context.Context, id string, timeout time.Duration, si
 			return nil
 		}
 	}
-	if err := r.runtime(ctx, nil, "kill", "--all", id, "KILL"); err != nil && !errors.Is(err, ErrNotFound) {
+	if err := r.runtime(ctx, nil, "kill", "--all", id, "KILL"); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			// Deleted already: nothing is left to stop.
+			return nil
+		}
 		return err
 	}
 	if !r.waitExit(ctx, id, 10*time.Second) {
@@ -398,11 +402,27 @@ func (r *Runtime) ExecSync(ctx context.Context, id string, cmd []string, timeout
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	args := append([]string{"--root", r.cfg.RuntimeRoot, "exec", id}, cmd...)
+	pidFile, err := os.CreateTemp(r.BundleDir(id), "exec-*.pid")
+	if err != nil {
+		return nil, fmt.Errorf("oci: exec in %s: %w", id, err)
+	}
+	pidFile.Close()
+	defer os.Remove(pidFile.Name())
+	args := append([]string{"--root", r.cfg.RuntimeRoot, "exec", "--pid-file", pidFile.Name(), id}, cmd...)
 	c := exec.CommandContext(ctx, r.cfg.RuntimePath, args...)
+	// On timeout kill the exec'd process itself: killing runc alone would
+	// leave it running inside the container.
+	c.Cancel = func() error {
+		if b, err := os.ReadFile(pidFile.Name()); err == nil {
+			if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		return c.Process.Kill()
+	}
 	var stdout, stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr
-	err := c.Run()
+	err = c.Run()
 	res := &ExecResult{Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
 	if ctx.Err() == context.DeadlineExceeded {
 		return nil, fmt.Errorf("%w after %s: %v", ErrExecTimeout, timeout, cmd)

@@ -2,6 +2,7 @@ package oci
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,8 +95,13 @@ func TestRuntimeLifecycle(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(res.Stdout)) != "out" || strings.TrimSpace(string(res.Stderr)) != "err" || res.ExitCode != 3 {
 		t.Fatalf("ExecSync = %+v, %v", res, err)
 	}
-	if _, err := r.ExecSync(ctx, "life1", []string{"sleep", "5"}, 200*time.Millisecond); err == nil {
-		t.Error("ExecSync past its timeout succeeded")
+	if _, err := r.ExecSync(ctx, "life1", []string{"sh", "-c", "echo $$ > /tmp/exec.pid; exec sleep 30"}, 300*time.Millisecond); !errors.Is(err, ErrExecTimeout) {
+		t.Errorf("ExecSync past its timeout = %v, want ErrExecTimeout", err)
+	}
+	// The timed-out process is gone from the container.
+	res, err = r.ExecSync(ctx, "life1", []string{"sh", "-c", "s=$(grep State /proc/$(cat /tmp/exec.pid)/status 2>/dev/null); case $s in ''|*Z*) echo gone;; *) echo alive: $s;; esac"}, 5*time.Second)
+	if err != nil || strings.TrimSpace(string(res.Stdout)) != "gone" {
+		t.Errorf("timed-out exec process: %+v, %v; want gone", res, err)
 	}
 	mem := int64(64 << 20)
 	res2, _ := LinuxResources(&runtimeapi.LinuxContainerResources{MemoryLimitInBytes: mem})
