@@ -34,6 +34,7 @@ func newApp() *cli.App {
 		Commands: []*cli.Command{
 			configCommand(),
 			versionCommand(),
+			statusCommand(),
 		},
 		// Errors are printed once, by main, and turned into exit code 1.
 		ExitErrHandler: func(*cli.Context, error) {},

@@ -1,18 +1,17 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
-	"github.com/containerd/nri/pkg/adaptation"
 	"github.com/sirupsen/logrus"
 	"github.com/urfave/cli/v2"
 
+	"github.com/nrigate/nrigate/internal/nri"
 	"github.com/nrigate/nrigate/internal/version"
-	"github.com/nrigate/nrigate/pkg/config"
+	"github.com/nrigate/nrigate/server"
 )
 
 // runDaemon is the default action: load the configuration, start the
@@ -29,61 +28,55 @@ func runDaemon(ctx *cli.Context) error {
 	level, _ := logrus.ParseLevel(cfg.Crio.Runtime.LogLevel) // validated by loadConfig
 	log.SetLevel(level)
 
-	stop, err := startNRI(cfg, log)
+	n, err := nri.New(&cfg.Crio.NRI, nri.WithLogger(log))
 	if err != nil {
 		return err
 	}
-	stopCRI, err := startCRI(cfg, log)
+	var srv *server.Server
+	captureServer := func(s *server.Server) error { srv = s; return nil }
+	stopCRI, err := startCRI(cfg, log, server.WithHooks(n), server.WithStatusConditions(n.Conditions),
+		server.WithVerboseInfo(n.VerboseInfo), captureServer)
 	if err != nil {
-		stop()
+		return err
+	}
+	if err := n.Start(srv); err != nil {
+		stopCRI()
 		return err
 	}
 	log.WithFields(logrus.Fields{"version": version.Version, "nri": cfg.Crio.NRI.Enabled}).Info("nrigate started")
 
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	sig := <-sigs
-	log.WithField("signal", sig.String()).Info("shutting down")
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	for sig := range sigs {
+		if sig == syscall.SIGHUP {
+			reloadPolicy(ctx, log, n)
+			continue
+		}
+		log.WithField("signal", sig.String()).Info("shutting down")
+		break
+	}
 	stopCRI()
-	stop()
+	n.Stop()
 	log.Info("nrigate stopped")
 	return nil
 }
 
-// startNRI starts the upstream NRI adaptation from [crio.nri] when NRI is
-// enabled, and returns the function that stops it. Until the CRI server
-// exists the runtime has no pods or containers to synchronize or update.
-func startNRI(cfg *config.Config, log logrus.FieldLogger) (func(), error) {
-	n := &cfg.Crio.NRI
-	if !n.Enabled {
-		log.Info("NRI is disabled")
-		return func() {}, nil
+// reloadPolicy re-reads the configuration files and swaps in the new NRI
+// policy tables. An invalid configuration is logged (with its file and
+// key, as loadConfig reports them) and the old policy stays.
+func reloadPolicy(ctx *cli.Context, log logrus.FieldLogger, n *nri.NRI) {
+	if !n.Enabled() {
+		log.Info("SIGHUP: NRI is disabled, nothing to reload")
+		return
 	}
-	adaptation.SetPluginRegistrationTimeout(n.PluginRegistrationTimeout.Std())
-	adaptation.SetPluginRequestTimeout(n.PluginRequestTimeout.Std())
-	opts := []adaptation.Option{
-		adaptation.WithSocketPath(n.SocketPath),
-		adaptation.WithPluginPath(n.PluginPath),
-		adaptation.WithPluginConfigPath(n.PluginConfigPath),
-		adaptation.WithDefaultValidator(n.DefaultValidator.Upstream()),
-	}
-	if n.DisableConnections {
-		opts = append(opts, adaptation.WithDisabledExternalConnections())
-	}
-	syncFn := func(ctx context.Context, cb adaptation.SyncCB) error {
-		_, err := cb(ctx, nil, nil)
-		return err
-	}
-	updateFn := func(context.Context, []*adaptation.ContainerUpdate) ([]*adaptation.ContainerUpdate, error) {
-		return nil, nil
-	}
-	a, err := adaptation.New("nrigate", version.Version, syncFn, updateFn, opts...)
+	cfg, err := loadConfig(ctx, log)
 	if err != nil {
-		return nil, fmt.Errorf("creating NRI adaptation: %w", err)
+		log.WithError(err).Error("SIGHUP: configuration reload failed, keeping the old NRI policy")
+		return
 	}
-	if err := a.Start(); err != nil {
-		return nil, fmt.Errorf("starting NRI on %s: %w", n.SocketPath, err)
+	if err := n.Reload(&cfg.Crio.NRI.Policy); err != nil {
+		log.WithError(err).Error("SIGHUP: NRI policy reload failed, keeping the old NRI policy")
+		return
 	}
-	log.WithFields(logrus.Fields{"socket": n.SocketPath, "plugin_dir": n.PluginPath}).Info("NRI started")
-	return a.Stop, nil
+	log.WithField("required_plugins", len(cfg.Crio.NRI.Policy.Plugins)).Info("SIGHUP: NRI policy reloaded")
 }
