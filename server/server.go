@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"google.golang.org/grpc"
@@ -35,6 +36,8 @@ const (
 	RuntimeName = "nrigate"
 	// RuntimeAPIVersion is the CRI API version served.
 	RuntimeAPIVersion = "v1"
+	// DefaultShutdownGrace is how long Stop lets in-flight requests finish.
+	DefaultShutdownGrace = 5 * time.Second
 )
 
 // Config is what the CRI server needs from the daemon configuration.
@@ -212,7 +215,15 @@ func (s *Server) Stop() {
 	g := s.grpc
 	s.mu.RUnlock()
 	if g != nil {
-		g.GracefulStop()
+		// In-flight requests get a grace period; a long ExecSync must not
+		// hold the daemon's shutdown.
+		stopped := make(chan struct{})
+		go func() { g.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(DefaultShutdownGrace):
+			g.Stop()
+		}
 	}
 	_ = os.Remove(s.cfg.Listen)
 	if err := s.store.Shutdown(); err != nil {
