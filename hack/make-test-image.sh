@@ -5,10 +5,13 @@
 #
 # Usage: hack/make-test-image.sh OUT.tar [NAME]
 #   OUT.tar  the oci-archive to write (its directory must exist)
-#   NAME     the ref name annotation stored in index.json (default "latest")
+#   NAME     the org.opencontainers.image.ref.name annotation of index.json
+#            (default "latest"); a full image name (with a "/") is the name
+#            nrigate stores an `oci-archive:OUT.tar` pull under, otherwise
+#            it is localhost/<file name>:latest.
 set -euo pipefail
 
-out=${1:?usage: $0 OUT.tar [REFNAME]}
+out=${1:?usage: $0 OUT.tar [NAME]}
 refname=${2:-latest}
 busybox=${BUSYBOX:-/bin/busybox}
 [[ -x $busybox ]] || { echo "$0: $busybox not found (apt-get install busybox-static)" >&2; exit 1; }

@@ -3,10 +3,14 @@
 package storage
 
 import (
+	"archive/tar"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -178,12 +182,17 @@ func normalize(ref string) (reference.Named, error) {
 }
 
 // localName is the name an image from a non-registry transport is stored
-// under: its own docker reference if it has one, else localhost/<file>:<tag>.
+// under: its own docker reference if it has one, else the full image name
+// the OCI layout's index records for it (org.opencontainers.image.ref.name),
+// else localhost/<file>:<tag>.
 func localName(src types.ImageReference) string {
 	if dr := src.DockerReference(); dr != nil {
 		return reference.TagNameOnly(dr).String()
 	}
 	within := src.StringWithinTransport()
+	if n := indexRefName(src.Transport().Name(), within); n != "" {
+		return n
+	}
 	path, tag := within, "latest"
 	if i := strings.LastIndex(within, ":"); i > 0 && !strings.Contains(within[i:], "/") {
 		path = within[:i]
@@ -401,4 +410,61 @@ func (s *Store) DeleteContainer(id string) error {
 func (s *Store) ContainerExists(id string) bool {
 	_, err := s.store.Container(id)
 	return err == nil
+}
+
+// indexRefName returns the ref.name annotation of the only manifest in an
+// oci or oci-archive layout, when it is a full image name (not just a tag)
+// and the reference names no image of its own.
+func indexRefName(transport, within string) string {
+	path, image, _ := strings.Cut(within, ":")
+	if image != "" {
+		return ""
+	}
+	var data []byte
+	switch transport {
+	case "oci":
+		b, err := os.ReadFile(filepath.Join(path, "index.json"))
+		if err != nil {
+			return ""
+		}
+		data = b
+	case "oci-archive":
+		data = readTarMember(path, "index.json")
+	}
+	var idx imgspecv1.Index
+	if len(data) == 0 || json.Unmarshal(data, &idx) != nil || len(idx.Manifests) != 1 {
+		return ""
+	}
+	n := idx.Manifests[0].Annotations[imgspecv1.AnnotationRefName]
+	if !strings.ContainsAny(n, "/") {
+		return ""
+	}
+	named, err := reference.ParseNormalizedNamed(n)
+	if err != nil {
+		return ""
+	}
+	return reference.TagNameOnly(named).String()
+}
+
+// readTarMember returns the content of one small file of a tar archive.
+func readTarMember(path, name string) []byte {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return nil
+		}
+		if strings.TrimPrefix(h.Name, "./") == name {
+			b, err := io.ReadAll(io.LimitReader(tr, 1<<20))
+			if err != nil {
+				return nil
+			}
+			return b
+		}
+	}
 }

@@ -188,6 +188,24 @@ func TestPullOCILayoutWithTag(t *testing.T) {
 	}
 }
 
+func TestPullUsesTheArchivesImageName(t *testing.T) {
+	if _, err := os.Stat("/bin/busybox"); err != nil {
+		t.Skip("busybox-static not installed")
+	}
+	s := openStore(t, "")
+	out := filepath.Join(t.TempDir(), "named.tar")
+	if b, err := exec.Command("../../hack/make-test-image.sh", out, "quay.io/nrigate/busybox:1.0").CombinedOutput(); err != nil {
+		t.Fatalf("make-test-image: %v %s", err, b)
+	}
+	img, err := s.PullImage(context.Background(), "oci-archive:"+out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !contains(img.Names, "quay.io/nrigate/busybox:1.0") {
+		t.Errorf("names %v lack the archive's quay.io/nrigate/busybox:1.0", img.Names)
+	}
+}
+
 func TestPullDockerWithoutRegistryFails(t *testing.T) {
 	s := openStore(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
