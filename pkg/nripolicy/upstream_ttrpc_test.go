@@ -2,6 +2,7 @@ package nripolicy_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -225,5 +226,59 @@ func TestUpstreamBlockPluginSyncAfterSynchronize(t *testing.T) {
 		if _, err := r.create(context.Background(), testrig.Pod("default", nil, nil)); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// DESIGN.md: never pass ttrpc.WithOnClose. The adaptation installs its own
+// close handler first and appends the runtime's client options, so a
+// runtime WithOnClose replaces it: a dead plugin is then never marked
+// closed and every later request is still relayed to it.
+func TestUpstreamWithOnCloseReplacesAdaptationHandler(t *testing.T) {
+	rec := &testrig.Recorder{}
+	closed := make(chan struct{})
+	var once sync.Once
+	r := newUpstreamRig(t, nil, adaptation.WithMetrics(rec), adaptation.WithTTRPCOptions(
+		[]ttrpc.ClientOpts{ttrpc.WithOnClose(func() { once.Do(func() { close(closed) }) })}, nil))
+	f := r.faulty("guard", "10", "--events", "CreateContainer")
+	f.Kill()
+	select {
+	case <-closed:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the runtime's on-close handler was not called")
+	}
+	rec.Reset()
+	for i := 0; i < 2; i++ {
+		if _, err := r.create(context.Background(), testrig.Pod("default", nil, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if inv := rec.Filter("invocation", "10-guard", "CreateContainer"); len(inv) == 0 {
+		t.Fatal("with a runtime WithOnClose the adaptation still noticed the close; DESIGN.md's warning is obsolete")
+	} else if !errors.Is(inv[0].Err, ttrpc.ErrClosed) {
+		t.Fatalf("want ErrClosed for the dead plugin, got %v", inv[0].Err)
+	}
+}
+
+// The adaptation relays events under one lock: a request waits for a hung
+// plugin's request timeout of the request before it.
+func TestUpstreamRelaysAreSerialized(t *testing.T) {
+	r := newUpstreamRig(t, nil)
+	r.faulty("guard", "10", "--events", "CreateContainer", "--mode", "hang", "--hang", "3s")
+	first := make(chan time.Time, 1)
+	start := time.Now()
+	go func() {
+		_, _ = r.create(context.Background(), testrig.Pod("default", nil, nil))
+		first <- time.Now()
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := r.a.RunPodSandbox(context.Background(), &adaptation.RunPodSandboxRequest{Pod: testrig.Pod("default", nil, nil)}); err != nil {
+		t.Fatal(err)
+	}
+	second := time.Now()
+	if took := second.Sub(start); took < upstreamRequestTimeout-20*time.Millisecond {
+		t.Fatalf("a relay during a hung request returned after %s, before the request timeout %s", took, upstreamRequestTimeout)
+	}
+	if f := <-first; second.Before(f.Add(-5 * time.Millisecond)) {
+		t.Fatalf("second relay finished at %s, before the hung one at %s", second, f)
 	}
 }
