@@ -36,14 +36,21 @@ func (s *Server) stopContainer(ctx context.Context, c *Container, timeout time.D
 	}
 	switch st.Status {
 	case oci.StatusStopped, oci.StatusUnknown:
-		return nil
+		// Exited on its own (or never made it): nothing to signal, but the
+		// hooks still hear of the stop once.
 	case oci.StatusCreated:
 		// Never started: there is no process to signal gracefully.
 		timeout = 0
+		fallthrough
+	default:
+		if err := s.runtime.Stop(ctx, c.ID, timeout, ""); err != nil {
+			return err
+		}
 	}
-	if err := s.runtime.Stop(ctx, c.ID, timeout, ""); err != nil {
-		return err
+	if c.stopHooked {
+		return nil
 	}
+	c.stopHooked = true
 	if sb, err := s.lookupSandbox(c.SandboxID); err == nil {
 		if err := s.hooks.StopContainer(ctx, sb, c); err != nil {
 			s.log.WithError(err).WithField("id", c.ID).Warn("StopContainer hook failed")

@@ -32,7 +32,9 @@ type Hooks interface {
 	PostStartContainer(ctx context.Context, sb *Sandbox, c *Container)
 	// UpdateContainer may adjust the resources before they are applied.
 	UpdateContainer(ctx context.Context, sb *Sandbox, c *Container, res *runtimeapi.LinuxContainerResources) error
-	// StopContainer is called after the container stopped.
+	// StopContainer is called once per container after it stopped, when it
+	// is stopped, its pod is stopped or it is removed, also if it had
+	// exited on its own.
 	StopContainer(ctx context.Context, sb *Sandbox, c *Container) error
 	// RemoveContainer is called after the container was removed.
 	RemoveContainer(ctx context.Context, sb *Sandbox, c *Container) error

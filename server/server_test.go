@@ -345,6 +345,13 @@ func TestCRIEndToEnd(t *testing.T) {
 	if _, err := rc.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: pod.PodSandboxId}); err != nil {
 		t.Errorf("RemovePodSandbox: %v", err)
 	}
+	// Both containers (one stopped, one exited by itself) were reported
+	// stopped and removed exactly once.
+	hooks.mu.Lock()
+	if hooks.calls["StopContainer"] != 2 || hooks.calls["RemoveContainer"] != 2 {
+		t.Errorf("stop/remove hook calls %v, want 2 each", hooks.calls)
+	}
+	hooks.mu.Unlock()
 	pods, _ = rc.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 	if len(pods.GetItems()) != 0 {
 		t.Errorf("pods left: %v", pods.GetItems())
@@ -387,6 +394,16 @@ func (h *recordingHooks) CreateContainer(_ context.Context, _ *Sandbox, c *Conta
 	g.AddAnnotation("hooked", "yes")
 	return nil
 }
+func (h *recordingHooks) StopContainer(context.Context, *Sandbox, *Container) error {
+	h.count("StopContainer")
+	return nil
+}
+
+func (h *recordingHooks) RemoveContainer(context.Context, *Sandbox, *Container) error {
+	h.count("RemoveContainer")
+	return nil
+}
+
 func (h *recordingHooks) StartContainer(context.Context, *Sandbox, *Container) error {
 	h.count("StartContainer")
 	return nil

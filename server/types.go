@@ -60,6 +60,9 @@ type Container struct {
 	// status calls need not wait for a slow stop.
 	mu       sync.Mutex
 	fieldsMu sync.Mutex
+	// stopHooked records that Hooks.StopContainer ran (guarded by mu), so
+	// that it runs once whether the container was stopped or exited.
+	stopHooked bool
 }
 
 func (c *Container) startedAt() time.Time {
