@@ -10,6 +10,7 @@ import (
 	"github.com/containerd/nri/pkg/adaptation"
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/ttrpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nrigate/nrigate/pkg/nripolicy/internal/testrig"
@@ -35,6 +36,9 @@ type seenCall struct {
 	method   string
 	ctxValue any
 	events   int32 // Configure response event mask
+	service  string
+	name     string // req.Method
+	status   *int32 // response status code, if any
 	err      error
 	start    time.Time
 	end      time.Time
@@ -47,6 +51,7 @@ type connSpy struct {
 	calls   []seenCall
 	closed  map[*ttrpc.Client]time.Time
 	regs    []*api.RegisterPluginRequest
+	regAt   []time.Time
 }
 
 func (s *connSpy) clientOpt(c *ttrpc.Client) {
@@ -55,9 +60,14 @@ func (s *connSpy) clientOpt(c *ttrpc.Client) {
 	s.optAt = append(s.optAt, time.Now())
 	s.mu.Unlock()
 	ttrpc.WithChainUnaryClientInterceptor(func(ctx context.Context, req *ttrpc.Request, rsp *ttrpc.Response, info *ttrpc.UnaryClientInfo, inv ttrpc.Invoker) error {
-		call := seenCall{client: c, method: info.FullMethod, ctxValue: ctx.Value(ctxKey{}), start: time.Now()}
+		call := seenCall{client: c, method: info.FullMethod, ctxValue: ctx.Value(ctxKey{}), start: time.Now(),
+			service: req.Service, name: req.Method}
 		err := inv(ctx, req, rsp)
 		call.end, call.err = time.Now(), err
+		if rsp.Status != nil {
+			code := rsp.Status.Code
+			call.status = &code
+		}
 		if err == nil && info.FullMethod == methodConfigure {
 			var cr api.ConfigureResponse
 			if uerr := proto.Unmarshal(rsp.Payload, &cr); uerr == nil {
@@ -84,6 +94,7 @@ func (s *connSpy) serverInterceptor(ctx context.Context, unmarshal ttrpc.Unmarsh
 		if err := unmarshal(&req); err == nil {
 			s.mu.Lock()
 			s.regs = append(s.regs, &req)
+			s.regAt = append(s.regAt, time.Now())
 			s.mu.Unlock()
 		}
 	}
@@ -151,6 +162,17 @@ func TestUpstreamTTRPCClientOptAndInterceptor(t *testing.T) {
 	spy.mu.Unlock()
 	if len(regs) != 1 || regs[0].PluginName != "guard" || regs[0].PluginIdx != "10" {
 		t.Fatalf("server interceptor must see RegisterPlugin(guard, 10), got %+v", regs)
+	}
+	// ... before upstream configures that connection (the policy binds the
+	// registration to the next Configure).
+	spy.mu.Lock()
+	regAt := spy.regAt[0]
+	spy.mu.Unlock()
+	if !cfg[0].start.After(regAt) {
+		t.Fatalf("Configure started at %s, before RegisterPlugin was seen at %s", cfg[0].start, regAt)
+	}
+	if cc[0].service != "nri.pkg.api.v1alpha1.Plugin" || cc[0].name != "CreateContainer" {
+		t.Fatalf("interceptor request must name service and method, got %q %q", cc[0].service, cc[0].name)
 	}
 
 	// UserOnCloseWait returns when the plugin process dies, and by then the
@@ -280,5 +302,58 @@ func TestUpstreamRelaysAreSerialized(t *testing.T) {
 	}
 	if f := <-first; second.Before(f.Add(-5 * time.Millisecond)) {
 		t.Fatalf("second relay finished at %s, before the hung one at %s", second, f)
+	}
+}
+
+// What a client interceptor sees for each outcome of a relayed request: a
+// plugin's own error arrives as a non-OK response status with a nil error
+// from the invoker; a timeout as context.DeadlineExceeded; a crash as
+// ttrpc.ErrClosed.
+func TestUpstreamTTRPCInterceptorSeesOutcomes(t *testing.T) {
+	r, spy := newSpyRig(t)
+	f := r.faulty("guard", "10", "--events", "CreateContainer")
+	last := func() seenCall {
+		clients, _, _ := spy.snapshot()
+		cc := spy.callsOf(clients[len(clients)-1], methodCreateContainer)
+		if len(cc) == 0 {
+			t.Fatal("no CreateContainer call seen")
+		}
+		return cc[len(cc)-1]
+	}
+	pod := func() *api.PodSandbox { return testrig.Pod("default", nil, nil) }
+
+	if _, err := r.create(context.Background(), pod()); err != nil {
+		t.Fatal(err)
+	}
+	if c := last(); c.err != nil || (c.status != nil && *c.status != int32(codes.OK)) {
+		t.Fatalf("answered: want nil error and OK status, got %v / %v", c.err, c.status)
+	}
+
+	if err := f.SetMode("error"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.create(context.Background(), pod()); err == nil {
+		t.Fatal("plugin error must fail the request")
+	}
+	if c := last(); c.err != nil || c.status == nil || *c.status == int32(codes.OK) {
+		t.Fatalf("plugin error: want nil invoker error and a non-OK status, got %v / %v", c.err, c.status)
+	}
+
+	if err := f.SetMode("hang 2s"); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = r.create(context.Background(), pod())
+	if c := last(); !errors.Is(c.err, context.DeadlineExceeded) {
+		t.Fatalf("hang: want DeadlineExceeded, got %v", c.err)
+	}
+
+	// The control file, shared by plugins of the same name, overrides --mode.
+	if err := f.SetMode("crash-during"); err != nil {
+		t.Fatal(err)
+	}
+	r.faulty("guard", "10", "--events", "CreateContainer")
+	_, _ = r.create(context.Background(), pod())
+	if c := last(); !errors.Is(c.err, ttrpc.ErrClosed) {
+		t.Fatalf("crash: want ErrClosed, got %v", c.err)
 	}
 }
