@@ -52,6 +52,10 @@ type Admission struct {
 	// so must answer it during the relay.
 	acts    []*requirement
 	actsBuf [4]*requirement
+	// actConn is, per act, the ready connection seen at Admit: an answer
+	// from it is matched by pointer, others by name.
+	actConn    []*conn
+	actConnBuf [4]*conn
 
 	mu      sync.Mutex
 	answers []answer
@@ -101,7 +105,10 @@ func (p *Policy) Admit(ctx context.Context, req Request) (context.Context, *Admi
 	}
 	ev := req.Event.apiEvent()
 	a := &Admission{p: p, pol: pol, event: req.Event, ns: req.Pod.GetNamespace(), pod: req.Pod.GetName(), ctr: req.Container.GetName()}
-	a.acts = a.actsBuf[:0]
+	a.acts, a.actConn = a.actsBuf[:0], a.actConnBuf[:0]
+	if len(reqs) > len(a.actsBuf) {
+		a.acts, a.actConn = make([]*requirement, 0, len(reqs)), make([]*conn, 0, len(reqs))
+	}
 
 	var (
 		start    time.Time
@@ -118,7 +125,7 @@ func (p *Policy) Admit(ctx context.Context, req Request) (context.Context, *Admi
 	}()
 	v := p.trk.view()
 	for {
-		a.acts, missing, unlisted = a.acts[:0], missing[:0], unlisted[:0]
+		a.acts, a.actConn, missing, unlisted = a.acts[:0], a.actConn[:0], missing[:0], unlisted[:0]
 		for _, r := range reqs {
 			if contains(dropped, r) {
 				continue
@@ -130,6 +137,7 @@ func (p *Policy) Admit(ctx context.Context, req Request) (context.Context, *Admi
 			}
 			if st.subscribed {
 				a.acts = append(a.acts, r)
+				a.actConn = append(a.actConn, st.best.c)
 			}
 			unlisted = append(unlisted, st.unlisted...)
 		}
@@ -207,6 +215,9 @@ func (p *Policy) Admit(ctx context.Context, req Request) (context.Context, *Admi
 	if len(a.acts) == 0 {
 		return ctx, a, nil
 	}
+	if len(a.acts) > len(a.ansBuf) {
+		a.answers = make([]answer, 0, len(a.acts))
+	}
 	return context.WithValue(ctx, admissionKey{}, a), a, nil
 }
 
@@ -256,10 +267,17 @@ func (a *Admission) Done(relayErr error) error {
 	answers := a.answers
 	a.mu.Unlock()
 	var refusal error
-	for _, r := range a.acts {
+	for k, r := range a.acts {
 		var failed *answer
 		ok := false
 		for i := range answers {
+			an := &answers[i]
+			if an.c == a.actConn[k] && an.kind == answerOK {
+				ok = true
+				break
+			}
+		}
+		for i := 0; !ok && i < len(answers); i++ {
 			an := &answers[i]
 			id := an.c.name.Load()
 			if id == nil || !r.matches(id.base, id.idx) {

@@ -3,6 +3,7 @@ package nripolicy
 import (
 	"path"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -46,8 +47,8 @@ type requirement struct {
 	apiMask    api.EventMask // upstream events of the gated events
 	wait       time.Duration
 	readiness  Readiness
-	namespaces []string
-	exclNS     []string
+	namespaces []nsPattern
+	exclNS     []nsPattern
 	selector   labels.Selector // nil: all
 	exclSel    labels.Selector // nil: none
 	handlers   []string
@@ -81,8 +82,8 @@ func compile(cfg *Config) (*compiled, error) {
 			policy:     pc.Policy(),
 			wait:       pc.RegistrationWait.Std(),
 			readiness:  pc.Readiness,
-			namespaces: pc.Namespaces,
-			exclNS:     pc.ExcludeNamespaces,
+			namespaces: compilePatterns(pc.Namespaces),
+			exclNS:     compilePatterns(pc.ExcludeNamespaces),
 			handlers:   pc.RuntimeHandlers,
 		}
 		if idx, base, err := api.ParsePluginName(key); err == nil && idx != "" {
@@ -168,9 +169,29 @@ func (r *requirement) inScope(pod *api.PodSandbox) bool {
 	return true
 }
 
-func matchAny(patterns []string, s string) bool {
+// nsPattern is a namespace glob; literal patterns skip path.Match.
+type nsPattern struct {
+	pat     string
+	literal bool
+}
+
+func compilePatterns(pats []string) []nsPattern {
+	out := make([]nsPattern, 0, len(pats))
+	for _, p := range pats {
+		out = append(out, nsPattern{pat: p, literal: !strings.ContainsAny(p, `*?[\\`)})
+	}
+	return out
+}
+
+func matchAny(patterns []nsPattern, s string) bool {
 	for _, p := range patterns {
-		if ok, _ := path.Match(p, s); ok {
+		if p.literal {
+			if p.pat == s {
+				return true
+			}
+			continue
+		}
+		if ok, _ := path.Match(p.pat, s); ok {
 			return true
 		}
 	}
