@@ -95,6 +95,20 @@ var _ = Describe("Fault matrix, fail_policy = fail", func() {
 		Expect(c.Message).To(And(ContainSubstring(guardName), ContainSubstring("not subscribed")))
 	})
 
+	// The literal case: guard is required for E only and subscribes
+	// to another gated event, never to E.
+	for _, ev := range gatedEvents {
+		other := map[nripolicy.Event]string{createContainer: "RunPodSandbox", runPodSandbox: "CreateContainer"}[ev]
+		It("refuses "+string(ev)+" for a guard required only for it but subscribed only to "+other, func() {
+			e := newEnv(guardConfig(guardName, nripolicy.FailPolicyFail, ev))
+			g := e.guard("--events", other)
+			r := e.request(ev, testrig.Pod("default", nil, nil), g)
+			Expect(r.escaped()).To(BeFalse(), "ESCAPE: "+describeResult(r))
+			expectRefused(r, ev, nripolicy.ErrPluginNotReady)
+			Expect(guardStateOf(e.policy, guardName)()).To(Equal(nripolicy.StateNotSubscribed))
+		})
+	}
+
 	// DESIGN.md Semantics (2): a plugin not subscribed to E only needs to be ready for E.
 	It("lets RunPodSandbox through for a ready guard subscribed only to CreateContainer", func() {
 		e := newEnv(matrixConfig(nripolicy.FailPolicyFail))
