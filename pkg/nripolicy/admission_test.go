@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -339,20 +340,42 @@ func TestConditionsAndSnapshot(t *testing.T) {
 	if s := snap[2]; s.LastError == "" {
 		t.Errorf("a disconnected plugin says why: %+v", s)
 	}
-	last := hook.last()
-	if len(last) != len(snap) || last[0].Key != "90-extra" {
-		t.Errorf("readiness hook did not get the latest snapshot: %+v", last)
+	deadline := time.Now().Add(time.Second)
+	for {
+		last := hook.last()
+		if len(last) == len(snap) && last[0].Key == "90-extra" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("readiness hook did not get the latest snapshot: %+v", last)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
 type readinessRec struct {
+	mu     sync.Mutex
+	busy   bool
 	states [][]PluginState
 }
 
-// ReadinessChanged is serialized by the policy.
-func (r *readinessRec) ReadinessChanged(s []PluginState) { r.states = append(r.states, s) }
+func (r *readinessRec) ReadinessChanged(s []PluginState) {
+	r.mu.Lock()
+	if r.busy {
+		panic("ReadinessHook calls must be serialized")
+	}
+	r.busy = true
+	r.mu.Unlock()
+	time.Sleep(100 * time.Microsecond)
+	r.mu.Lock()
+	r.busy = false
+	r.states = append(r.states, s)
+	r.mu.Unlock()
+}
 
 func (r *readinessRec) last() []PluginState {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if len(r.states) == 0 {
 		return nil
 	}

@@ -2,7 +2,6 @@ package nripolicy
 
 import (
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,9 +48,10 @@ type DecisionHook interface {
 	Decided(d Decision)
 }
 
-// ReadinessHook is told about every change of the plugins' states, with a
-// fresh snapshot. Calls are serialized; it must not block and must not
-// wait for the policy's own request path.
+// ReadinessHook is told about changes of the plugins' states, with a
+// fresh snapshot. It is called on a goroutine of the policy's own, never
+// from upstream's locked paths; calls are serialized and coalesced, and the
+// last call carries the latest state.
 type ReadinessHook interface {
 	ReadinessChanged(states []PluginState)
 }
@@ -121,10 +121,11 @@ type Policy struct {
 	// barrier after a plugin's synchronization (see Admit).
 	adaptation atomic.Pointer[adaptation.Adaptation]
 
-	// hookMu serializes ReadinessHook calls so that the last call always
-	// carries the latest state. It is never held by the request path.
-	hookMu  sync.Mutex
-	hookGen uint64
+	// hookRunning and hookPending run one ReadinessHook deliverer at a
+	// time; hookGen (owned by the deliverer) is the last delivered view.
+	hookRunning atomic.Bool
+	hookPending atomic.Bool
+	hookGen     uint64
 }
 
 // New returns a policy for cfg (nil means DefaultConfig()). cfg is
@@ -194,15 +195,37 @@ func (c *Config) clone() *Config {
 	return n
 }
 
-// notifyReadiness calls the readiness hook with the latest snapshot,
-// outside every lock of the request path.
+// notifyReadiness schedules a ReadinessHook call with the latest
+// snapshot. Changes happen inside upstream's accept loop (under its sync
+// lock) and inside relays (under its relay lock), so the hook runs on a
+// goroutine of its own: a hook that calls back into the runtime or the
+// adaptation cannot deadlock them. Calls are serialized and coalesced; the
+// last call always carries the latest state.
 func (p *Policy) notifyReadiness() {
-	p.hookMu.Lock()
-	defer p.hookMu.Unlock()
-	v := p.trk.view()
-	if v.gen == p.hookGen {
+	if _, nop := p.readiness.(nopReadinessHook); nop {
 		return
 	}
-	p.hookGen = v.gen
-	p.readiness.ReadinessChanged(p.snapshot(p.cur.Load(), v))
+	p.hookPending.Store(true)
+	if p.hookRunning.CompareAndSwap(false, true) {
+		go p.deliverReadiness()
+	}
+}
+
+func (p *Policy) deliverReadiness() {
+	for {
+		for p.hookPending.Swap(false) {
+			v := p.trk.view()
+			if v.gen == p.hookGen {
+				continue
+			}
+			p.hookGen = v.gen
+			p.readiness.ReadinessChanged(p.snapshot(p.cur.Load(), v))
+		}
+		p.hookRunning.Store(false)
+		// A change may have come in after the last Swap and before the
+		// Store: take over again unless another deliverer already did.
+		if !p.hookPending.Load() || !p.hookRunning.CompareAndSwap(false, true) {
+			return
+		}
+	}
 }

@@ -45,7 +45,9 @@ func newRig(tb testing.TB, p *Policy) *rig {
 	tb.Cleanup(func() { os.RemoveAll(dir) })
 	r := &rig{sock: filepath.Join(dir, "nri.sock"), p: p}
 	syncFn := func(ctx context.Context, cb adaptation.SyncCB) error { _, err := cb(ctx, nil, nil); return err }
-	updFn := func(context.Context, []*adaptation.ContainerUpdate) ([]*adaptation.ContainerUpdate, error) { return nil, nil }
+	updFn := func(context.Context, []*adaptation.ContainerUpdate) ([]*adaptation.ContainerUpdate, error) {
+		return nil, nil
+	}
 	opts := []adaptation.Option{adaptation.WithSocketPath(r.sock), adaptation.WithPluginPath(filepath.Join(dir, "none"))}
 	if p != nil {
 		opts = append(opts, p.AdaptationOptions(nil, nil, nil)...)
