@@ -199,3 +199,68 @@ ctr_config() {
 	}' >"$TESTDIR/$name-ctr.json"
 	echo "$TESTDIR/$name-ctr.json"
 }
+
+# --- NRI policy helpers (test/policy.bats) --------------------------------
+
+NRI_FAULTY_BINARY=${NRI_FAULTY_BINARY:-$REPO_ROOT/bin/nri-faulty}
+
+# start_nrigate_nri [TOML]: start the daemon with NRI enabled on
+# $TESTDIR/nri.sock, a 1s plugin request timeout and extra TOML from $1
+# (policy tables). Sets NRI_SOCK.
+start_nrigate_nri() {
+	NRI_SOCK=$TESTDIR/nri.sock
+	mkdir -p "$TESTDIR/nri-plugins" "$TESTDIR/nri-conf"
+	export NRI_SOCK
+	start_nrigate "[crio.nri]
+enable_nri = true
+nri_listen = \"$NRI_SOCK\"
+nri_plugin_dir = \"$TESTDIR/nri-plugins\"
+nri_plugin_config_dir = \"$TESTDIR/nri-conf\"
+nri_plugin_request_timeout = \"1s\"
+${1:-}"
+}
+
+# start_faulty [ARGS...]: start bin/nri-faulty as plugin 10-guard on the
+# test NRI socket (ARGS override, e.g. --mode error). Sets FAULTY_PID.
+start_faulty() {
+	"$NRI_FAULTY_BINARY" --name guard --idx 10 --socket "$NRI_SOCK" \
+		--log-file "$TESTDIR/faulty.log" "$@" &
+	FAULTY_PID=$!
+}
+
+# stop_faulty: kill the plugin started by start_faulty and wait for it.
+stop_faulty() {
+	if [[ -n ${FAULTY_PID:-} ]]; then
+		kill -KILL "$FAULTY_PID" 2>/dev/null || true
+		wait "$FAULTY_PID" 2>/dev/null || true
+		FAULTY_PID=
+	fi
+}
+
+# nri_condition TYPE: the status (true/false) of a CRI condition.
+nri_condition() {
+	crictl_cmd info | jq -r --arg t "$1" '.status.conditions[] | select(.type == $t) | .status'
+}
+
+# nri_condition_is TYPE VALUE (for wait_for).
+nri_condition_is() {
+	[ "$(nri_condition "$1")" = "$2" ]
+}
+
+# guard_ready: the plugin guard is ready in the daemon's NRI status.
+guard_ready() {
+	crictl_cmd info | jq -e '.nri.plugins[] | select(.key == "guard" and .state == "ready")' >/dev/null 2>&1
+}
+
+# nri_pod_config NAME [NAMESPACE [LABELS_JSON [ANNOTATIONS_JSON]]]: write a
+# pod config with the given namespace, labels and annotations.
+nri_pod_config() {
+	local name=$1 ns=${2:-default} labels=${3:-'{}'} annotations=${4:-'{}'}
+	jq -n --arg n "$name" --arg ns "$ns" --arg logs "$TESTDIR/logs/$name" \
+		--argjson l "$labels" --argjson a "$annotations" '{
+		metadata: {name: $n, namespace: $ns, uid: ($n + "-uid"), attempt: 0},
+		hostname: ($n + "-host"), log_directory: $logs, labels: $l, annotations: $a,
+		linux: {security_context: {namespace_options: {network: 0}}}
+	}' >"$TESTDIR/$name-pod.json"
+	echo "$TESTDIR/$name-pod.json"
+}

@@ -82,7 +82,7 @@ func printNRIStatus(w io.Writer, info *nri.Info, conds []*runtimeapi.RuntimeCond
 		if !p.Since.IsZero() {
 			since = p.Since.UTC().Format(time.RFC3339)
 		}
-		idx, events, fp, lastErr := dash(p.Index), dash(strings.Join(p.Events, ",")), dash(string(p.FailPolicy)), dash(p.LastError)
+		idx, events, fp, lastErr := dash(p.Index), dash(strings.Join(p.Events, ",")), dash(p.FailPolicy), dash(p.LastError)
 		name := p.Key
 		if name == "" {
 			name = p.Name

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/containerd/nri/pkg/adaptation"
 	"github.com/containerd/nri/pkg/api"
@@ -194,20 +195,38 @@ func (n *NRI) Conditions() []*runtimeapi.RuntimeCondition {
 
 // Info is the verbose Status "nri" entry.
 type Info struct {
-	Enabled bool                    `json:"enabled"`
-	Socket  string                  `json:"socket,omitempty"`
-	Policy  *nripolicy.Config       `json:"policy,omitempty"`
-	Plugins []nripolicy.PluginState `json:"plugins"`
+	Enabled bool              `json:"enabled"`
+	Socket  string            `json:"socket,omitempty"`
+	Policy  *nripolicy.Config `json:"policy,omitempty"`
+	Plugins []PluginInfo      `json:"plugins"`
+}
+
+// PluginInfo is one plugin of the verbose Status "nri" entry.
+type PluginInfo struct {
+	Key        string    `json:"key"`
+	Name       string    `json:"name"`
+	Index      string    `json:"index,omitempty"`
+	State      string    `json:"state"`
+	Configured bool      `json:"configured"`
+	Events     []string  `json:"events"`
+	FailPolicy string    `json:"fail_policy,omitempty"`
+	Readiness  string    `json:"readiness,omitempty"`
+	Since      time.Time `json:"since"`
+	LastError  string    `json:"last_error,omitempty"`
 }
 
 // VerboseInfo returns the verbose Status entries (JSON values).
 func (n *NRI) VerboseInfo() map[string]string {
-	info := Info{Enabled: n.Enabled(), Plugins: []nripolicy.PluginState{}}
+	info := Info{Enabled: n.Enabled(), Plugins: []PluginInfo{}}
 	if n.Enabled() {
 		info.Socket = n.cfg.SocketPath
 		info.Policy = n.policy.Config()
-		if s := n.policy.Snapshot(); s != nil {
-			info.Plugins = s
+		for _, p := range n.policy.Snapshot() {
+			info.Plugins = append(info.Plugins, PluginInfo{
+				Key: p.Key, Name: p.Name, Index: p.Index, State: string(p.State), Configured: p.Configured,
+				Events: p.Events, FailPolicy: string(p.FailPolicy), Readiness: string(p.Readiness),
+				Since: p.Since, LastError: p.LastError,
+			})
 		}
 	}
 	b, err := json.Marshal(info)

@@ -1,0 +1,278 @@
+#!/usr/bin/env bats
+# NRI policy end to end: nrigate driven by crictl with the real
+# bin/nri-faulty plugin registered as 10-guard, under fail and ignore
+# policies, faults, scope exemptions, waits and readiness in CRI Status.
+
+bats_require_minimum_version 1.5.0
+
+load helpers
+
+setup_file() {
+	export PATH=$PATH:$(go env GOPATH 2>/dev/null)/bin
+	export TEST_IMAGE=$BATS_FILE_TMPDIR/busybox.tar
+	if [[ -x /bin/busybox ]] && command -v jq >/dev/null; then
+		build_test_image "$TEST_IMAGE"
+	fi
+}
+
+setup() {
+	require_binary
+	require_root
+	require_cmd crictl runc conmon jq ip
+	[[ -x $NRI_FAULTY_BINARY ]] || skip "$NRI_FAULTY_BINARY not built (run make build)"
+	[[ -f $TEST_IMAGE ]] || skip "test image not built (needs busybox-static and jq)"
+	setup_tmpdir
+}
+
+teardown() {
+	stop_faulty
+	cleanup_nrigate
+	cleanup_tmpdir
+}
+
+# policy FAIL_POLICY [EXTRA KEYS...]: the policy table of plugin guard.
+policy() {
+	local fp=$1
+	shift
+	printf '[crio.nri.policy.plugins.guard]\nfail_policy = "%s"\n' "$fp"
+	printf '%s\n' "$@"
+}
+
+# start_with POLICY_TOML: start the daemon and pull the test image.
+start_with() {
+	start_nrigate_nri "$1"
+	crictl_cmd pull "oci-archive:$TEST_IMAGE" >/dev/null
+}
+
+# run_pod NAME [NAMESPACE [LABELS [ANNOTATIONS]]]: runp; sets POD_ID and POD_JSON.
+run_pod() {
+	POD_JSON=$(nri_pod_config "$@")
+	POD_ID=$(crictl_cmd runp "$POD_JSON")
+}
+
+# create_ctr NAME: crictl create in $POD_ID, output and status in $output/$status.
+create_ctr() {
+	local cfg
+	cfg=$(ctr_config "$1" sh -c 'exec sleep 1000')
+	run --separate-stderr crictl_cmd create "$POD_ID" "$cfg" "$POD_JSON"
+}
+
+# assert_refused EVENT NS/POD CONTAINER REASON: $stderr is a policy refusal
+# naming the plugin, the event, the pod, the container, the reason and the wait.
+assert_refused() {
+	assert_contains "$stderr" "code = FailedPrecondition"
+	assert_contains "$stderr" 'plugin \"guard\" is required for '"$1"
+	assert_contains "$stderr" "pod $2"
+	[[ -z $3 ]] || assert_contains "$stderr" 'container \"'"$3"'\"'
+	assert_contains "$stderr" "$4"
+	assert_contains "$stderr" "waited "
+}
+
+# no_container: crictl ps -a lists nothing.
+no_container() {
+	[ -z "$(crictl_cmd ps -aq)" ]
+}
+
+@test "fail: absent plugin refuses CreateContainer and leaves no trace; once it runs, its env var is in the container" {
+	start_with "$(policy fail)"
+	run_pod web
+	create_ctr app
+	[ "$status" -ne 0 ]
+	assert_refused CreateContainer default/web app "is not registered"
+	no_container
+
+	start_faulty
+	wait_for 10 guard_ready
+	create_ctr app
+	[ "$status" -eq 0 ]
+	id=$output
+	crictl_cmd start "$id" >/dev/null
+	run --separate-stderr crictl_cmd exec -s "$id" sh -c 'echo "$NRI_FAULTY_ACTED"'
+	[ "$status" -eq 0 ]
+	[ "$output" = guard ]
+}
+
+@test "ignore: absent plugin lets the container through" {
+	start_with "$(policy ignore)"
+	run_pod web
+	create_ctr app
+	[ "$status" -eq 0 ]
+	[ -n "$(crictl_cmd ps -aq)" ]
+}
+
+@test "fail: a plugin crashing while it handles CreateContainer refuses; ignore lets it through" {
+	start_with "$(policy fail)"
+	start_faulty --mode crash-during
+	wait_for 10 guard_ready
+	run_pod web
+	create_ctr app
+	[ "$status" -ne 0 ]
+	assert_refused CreateContainer default/web app "guard"
+	no_container
+	stop_faulty
+	cleanup_nrigate
+
+	start_with "$(policy ignore)"
+	start_faulty --mode crash-during
+	wait_for 10 guard_ready
+	run_pod web
+	create_ctr app
+	[ "$status" -eq 0 ]
+}
+
+@test "fail: a plugin hanging past the 1s request timeout refuses; ignore lets it through" {
+	start_with "$(policy fail)"
+	start_faulty --mode hang --hang 5s
+	wait_for 10 guard_ready
+	run_pod web
+	create_ctr app
+	[ "$status" -ne 0 ]
+	assert_refused CreateContainer default/web app "guard"
+	no_container
+	stop_faulty
+	cleanup_nrigate
+
+	start_with "$(policy ignore)"
+	start_faulty --mode hang --hang 5s
+	wait_for 10 guard_ready
+	run_pod web
+	create_ctr app
+	[ "$status" -eq 0 ]
+}
+
+@test "a plugin's own error refuses the container with fail and with ignore" {
+	for fp in fail ignore; do
+		start_with "$(policy $fp)"
+		start_faulty --mode error --fault-events CreateContainer
+		wait_for 10 guard_ready
+		run_pod web
+		create_ctr app
+		echo "fail_policy=$fp: $stderr"
+		[ "$status" -ne 0 ]
+		no_container
+		stop_faulty
+		cleanup_nrigate
+	done
+}
+
+@test "scope exemptions: excluded namespace, exclude_pod_selector, static pod, toleration annotation" {
+	local global='[crio.nri.policy]
+tolerate_missing_plugins_annotation = "nrigate.io/tolerate-missing-plugins"'
+	start_with "$(policy fail 'exclude_namespaces = ["kube-*"]' 'exclude_pod_selector = "app=guard"')
+$global"
+	run_pod sys kube-system
+	create_ctr a1
+	[ "$status" -eq 0 ]
+	run_pod own default '{"app":"guard"}'
+	create_ctr a2
+	[ "$status" -eq 0 ]
+	run_pod static default '{}' '{"kubernetes.io/config.source":"file"}'
+	create_ctr a3
+	[ "$status" -eq 0 ]
+	run_pod tol default '{}' '{"nrigate.io/tolerate-missing-plugins":"true"}'
+	create_ctr a4
+	[ "$status" -eq 0 ]
+	# An api pod in scope is still refused.
+	run_pod web default '{"app":"web"}' '{"kubernetes.io/config.source":"api"}'
+	create_ctr a5
+	[ "$status" -ne 0 ]
+	assert_refused CreateContainer default/web a5 "is not registered"
+	[ "$(crictl_cmd ps -aq | wc -l)" -eq 4 ]
+}
+
+@test "registration_wait lets a container through when the plugin comes up in time" {
+	start_with "$(policy fail 'registration_wait = "15s"')"
+	run_pod web
+	cfg=$(ctr_config app sh -c 'exec sleep 1000')
+	crictl_cmd create "$POD_ID" "$cfg" "$POD_JSON" >"$TESTDIR/create.out" 2>"$TESTDIR/create.err" &
+	create_pid=$!
+	sleep 1
+	start_faulty
+	wait "$create_pid"
+	id=$(cat "$TESTDIR/create.out")
+	crictl_cmd start "$id" >/dev/null
+	run --separate-stderr crictl_cmd exec -s "$id" sh -c 'echo "$NRI_FAULTY_ACTED"'
+	[ "$output" = guard ]
+}
+
+@test "RunPodSandbox gating: an absent plugin refuses the pod, which leaves no trace" {
+	start_with "$(policy fail 'events = ["RunPodSandbox", "CreateContainer"]')"
+	pod=$(nri_pod_config web)
+	run --separate-stderr crictl_cmd runp "$pod"
+	[ "$status" -ne 0 ]
+	assert_refused RunPodSandbox default/web "" "is not registered"
+	[ -z "$(crictl_cmd pods -q)" ]
+	start_faulty
+	wait_for 10 guard_ready
+	run --separate-stderr crictl_cmd runp "$pod"
+	[ "$status" -eq 0 ]
+}
+
+@test "crictl info: NRIPluginsReady false then true as the plugin starts; RuntimeReady untouched" {
+	start_with "$(policy fail)"
+	[ "$(nri_condition NRIPluginsReady)" = false ]
+	[ "$(nri_condition RuntimeReady)" = true ]
+	[ "$(nri_condition NetworkReady)" = true ]
+	run --separate-stderr crictl_cmd info
+	assert_contains "$(jq -r '.status.conditions[] | select(.type == "NRIPluginsReady") | .message' <<<"$output")" "guard"
+	[ "$(jq -r '.nri.plugins[] | select(.key == "guard") | .state' <<<"$output")" = "not registered" ]
+	start_faulty
+	wait_for 10 nri_condition_is NRIPluginsReady true
+	[ "$(nri_condition RuntimeReady)" = true ]
+	stop_faulty
+	wait_for 10 nri_condition_is NRIPluginsReady false
+	[ "$(nri_condition RuntimeReady)" = true ]
+}
+
+@test "crictl info: NetworkReady false while a readiness=network plugin is not ready" {
+	start_with "$(policy fail 'readiness = "network"')"
+	[ "$(nri_condition NetworkReady)" = false ]
+	[ "$(crictl_cmd info | jq -r '.status.conditions[] | select(.type == "NetworkReady") | .reason')" = NRIPluginNotReady ]
+	[ "$(nri_condition RuntimeReady)" = true ]
+	start_faulty
+	wait_for 10 nri_condition_is NetworkReady true
+	[ "$(nri_condition NRIPluginsReady)" = true ]
+}
+
+@test "without a policy there is no NRIPluginsReady condition" {
+	start_with ""
+	run --separate-stderr crictl_cmd info
+	[ "$(jq '[.status.conditions[] | select(.type == "NRIPluginsReady")] | length' <<<"$output")" -eq 0 ]
+}
+
+@test "nrigate status nri prints the plugin table from the running daemon" {
+	start_with "$(policy fail)"
+	run --separate-stderr "$NRIGATE_BINARY" status nri --runtime-endpoint "$CRI_SOCK"
+	[ "$status" -eq 0 ]
+	assert_contains "$output" "PLUGIN"
+	assert_contains "$output" "not registered"
+	assert_contains "$output" "NRIPluginsReady=false"
+	start_faulty
+	wait_for 10 guard_ready
+	run --separate-stderr "$NRIGATE_BINARY" --listen "$CRI_SOCK" status nri
+	[ "$status" -eq 0 ]
+	line=$(grep '^guard ' <<<"$output")
+	assert_contains "$line" " 10 "
+	assert_contains "$line" "ready"
+	assert_contains "$line" "CreateContainer"
+	assert_contains "$line" "fail"
+	assert_contains "$output" "NRIPluginsReady=true"
+}
+
+@test "SIGHUP reloads the policy; an invalid reload keeps the old one" {
+	start_with "$(policy fail)"
+	run_pod web
+	create_ctr app1
+	[ "$status" -ne 0 ]
+	printf '[crio.nri.policy.plugins.guard]\nfail_policy = "ignore"\n' >"$TESTDIR/crio.conf.d/20-policy.conf"
+	kill -HUP "$DAEMON_PID"
+	wait_for 10 grep -q "NRI policy reloaded" "$TESTDIR/daemon.log"
+	create_ctr app2
+	[ "$status" -eq 0 ]
+	printf '[crio.nri.policy.plugins.guard]\nfail_policy = "bogus"\n' >"$TESTDIR/crio.conf.d/20-policy.conf"
+	kill -HUP "$DAEMON_PID"
+	wait_for 10 grep -q "keeping the old NRI policy" "$TESTDIR/daemon.log"
+	grep "keeping the old NRI policy" "$TESTDIR/daemon.log" | grep -q "20-policy.conf"
+	create_ctr app3
+	[ "$status" -eq 0 ]
+}
