@@ -245,36 +245,75 @@ var _ = Describe("Crash immediately before the request", func() {
 	}
 })
 
+// restartGuard restarts guard in a loop in e until stop is closed; firstUp
+// is closed once the first instance is ready.
+func restartGuard(e *env, stop <-chan struct{}, firstUp chan<- struct{}, restarts *atomic.Int64, current *atomic.Pointer[testrig.Faulty]) {
+	defer GinkgoRecover()
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		g, err := testrig.StartFaulty(faultyBin, e.dir, e.sock, guardName, guardIdx)
+		Expect(err).NotTo(HaveOccurred())
+		current.Store(g)
+		if _, err := g.WaitReady(readyTimeout); err == nil && i == 0 {
+			close(firstUp)
+		}
+		time.Sleep(time.Duration(20+rand.IntN(80)) * time.Millisecond)
+		g.Kill()
+		restarts.Add(1)
+		time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
+	}
+}
+
 var _ = Describe("Restart loop", func() {
-	It("has zero escapes in 500 concurrent creations from 8 goroutines while guard restarts", func() {
-		e := newEnv(matrixConfig(nripolicy.FailPolicyFail))
-		stop := make(chan struct{})
-		var loops sync.WaitGroup
+	It("lets every creation through with fail_policy = ignore and counts each one guard missed", func() {
+		e := newEnv(matrixConfig(nripolicy.FailPolicyIgnore))
+		stop, firstUp := make(chan struct{}), make(chan struct{})
 		var restarts atomic.Int64
 		var current atomic.Pointer[testrig.Faulty]
-		firstUp := make(chan struct{})
-		loops.Add(1)
-		go func() {
-			defer GinkgoRecover()
-			defer loops.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
+		done := make(chan struct{})
+		go func() { defer close(done); restartGuard(e, stop, firstUp, &restarts, &current) }()
+		Eventually(firstUp).WithTimeout(readyTimeout).Should(BeClosed())
+		const total, workers = 200, 8
+		var next, failed, missed atomic.Int64
+		var wg sync.WaitGroup
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer GinkgoRecover()
+				defer wg.Done()
+				for next.Add(1) <= total {
+					r := e.request(createContainer, testrig.Pod("default", nil, nil), nil)
+					switch {
+					case r.err != nil:
+						failed.Add(1)
+						GinkgoWriter.Printf("ignore policy refused: %v\n", r.err)
+					case !r.acted:
+						missed.Add(1)
+					}
+					time.Sleep(time.Duration(rand.IntN(60)) * time.Millisecond)
 				}
-				g, err := testrig.StartFaulty(faultyBin, e.dir, e.sock, guardName, guardIdx)
-				Expect(err).NotTo(HaveOccurred())
-				current.Store(g)
-				if _, err := g.WaitReady(readyTimeout); err == nil && i == 0 {
-					close(firstUp)
-				}
-				time.Sleep(time.Duration(20+rand.IntN(80)) * time.Millisecond)
-				g.Kill()
-				restarts.Add(1)
-				time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
-			}
-		}()
+			}()
+		}
+		wg.Wait()
+		close(stop)
+		<-done
+		GinkgoWriter.Printf("ignore restart loop: %d restarts, %d missed by guard, %d failed\n", restarts.Load(), missed.Load(), failed.Load())
+		Expect(failed.Load()).To(BeZero())
+		Expect(int64(e.decided.count(nripolicy.OutcomeIgnored, createContainer))).To(Equal(missed.Load()),
+			"one ignored decision for each creation guard did not act on")
+	})
+
+	It("has zero escapes in 500 concurrent creations from 8 goroutines while guard restarts", func() {
+		e := newEnv(matrixConfig(nripolicy.FailPolicyFail))
+		stop, firstUp := make(chan struct{}), make(chan struct{})
+		var restarts atomic.Int64
+		var current atomic.Pointer[testrig.Faulty]
+		done := make(chan struct{})
+		go func() { defer close(done); restartGuard(e, stop, firstUp, &restarts, &current) }()
 		Eventually(firstUp).WithTimeout(readyTimeout).Should(BeClosed())
 
 		const total, workers = 500, 8
@@ -313,7 +352,7 @@ var _ = Describe("Restart loop", func() {
 		}
 		wg.Wait()
 		close(stop)
-		loops.Wait()
+		<-done
 		GinkgoWriter.Printf("restart loop: %d restarts, %d successes, %d refusals, %d escapes\n",
 			restarts.Load(), successes.Load(), refusals.Load(), escapes.Load())
 		AddReportEntry("restart loop", map[string]int64{"restarts": restarts.Load(),
