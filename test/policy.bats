@@ -68,6 +68,11 @@ assert_refused() {
 	assert_contains "$stderr" "waited "
 }
 
+# guard_state_is STATE: the plugin guard's state in crictl info.
+guard_state_is() {
+	[ "$(crictl_cmd info | jq -r '.nri.plugins[] | select(.key == "guard") | .state')" = "$1" ]
+}
+
 # no_container: crictl ps -a lists nothing.
 no_container() {
 	[ -z "$(crictl_cmd ps -aq)" ]
@@ -275,4 +280,66 @@ $global"
 	grep "keeping the old NRI policy" "$TESTDIR/daemon.log" | grep -q "20-policy.conf"
 	create_ctr app3
 	[ "$status" -eq 0 ]
+}
+
+@test "restarting plugin: with registration_wait every container waits for it and gets the injection" {
+	start_with "$(policy fail 'registration_wait = "10s"')"
+	run_pod web
+	for i in 1 2 3; do
+		# The plugin answers one CreateContainer, then exits; a supervisor
+		# would restart it, as we do here after a pause.
+		start_faulty --mode exit-after --count 1 --fault-events CreateContainer
+		create_ctr "app$i"
+		[ "$status" -eq 0 ]
+		id=$output
+		crictl_cmd start "$id" >/dev/null
+		run --separate-stderr crictl_cmd exec -s "$id" sh -c 'echo "$NRI_FAULTY_ACTED"'
+		[ "$output" = guard ]
+		wait "$FAULTY_PID" || true
+		FAULTY_PID=
+		wait_for 10 nri_condition_is NRIPluginsReady false
+	done
+	[ "$(crictl_cmd ps -aq | wc -l)" -eq 3 ]
+}
+
+@test "fail: a plugin that crashed refuses the next container, ignore lets it through" {
+	for fp in fail ignore; do
+		start_with "$(policy $fp)"
+		start_faulty --mode exit-after --count 1 --fault-events CreateContainer
+		run_pod web
+		wait_for 10 guard_ready
+		create_ctr app1
+		[ "$status" -eq 0 ]
+		wait "$FAULTY_PID" || true
+		FAULTY_PID=
+		wait_for 10 guard_state_is disconnected
+		create_ctr app2
+		if [ "$fp" = fail ]; then
+			[ "$status" -ne 0 ]
+			assert_refused CreateContainer default/web app2 "disconnected"
+			[ "$(crictl_cmd ps -aq | wc -l)" -eq 1 ]
+		else
+			[ "$status" -eq 0 ]
+			[ "$(crictl_cmd ps -aq | wc -l)" -eq 2 ]
+		fi
+		cleanup_nrigate
+	done
+}
+
+@test "UpdateContainer gating: fail refuses crictl update while the plugin is absent" {
+	start_with "$(policy fail 'events = ["CreateContainer", "UpdateContainer"]')"
+	start_faulty
+	wait_for 10 guard_ready
+	run_pod web
+	create_ctr app
+	[ "$status" -eq 0 ]
+	id=$output
+	crictl_cmd start "$id" >/dev/null
+	run --separate-stderr crictl_cmd update --cpu-share 512 "$id"
+	[ "$status" -eq 0 ]
+	stop_faulty
+	wait_for 10 nri_condition_is NRIPluginsReady false
+	run --separate-stderr crictl_cmd update --cpu-share 256 "$id"
+	[ "$status" -ne 0 ]
+	assert_refused UpdateContainer default/web app "disconnected"
 }
