@@ -405,7 +405,15 @@ func (n *NRI) StopContainer(ctx context.Context, sb *server.Sandbox, c *server.C
 	if err != nil {
 		return err
 	}
-	n.applyUpdates(ctx, resp.GetUpdate())
+	// The server holds the stopped container's lock during this hook: an
+	// update of that container itself would wait for it, and is moot.
+	var others []*api.ContainerUpdate
+	for _, u := range resp.GetUpdate() {
+		if u.GetContainerId() != c.ID {
+			others = append(others, u)
+		}
+	}
+	n.applyUpdates(ctx, others)
 	return nil
 }
 
