@@ -57,6 +57,7 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 			if sb.NetNSPath != "" {
 				_ = oci.DeleteNetNS(id)
 			}
+			s.removeRecord("pod", id)
 			s.releaseName(name)
 		}
 	}()
@@ -67,6 +68,9 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		}
 		sb.NetNSPath = p
 	}
+	// Recorded before the hooks run (they may wait for a plugin), so that
+	// a daemon killed meanwhile leaves a record of the namespace to clean.
+	s.writeRecord("pod", id, sb.record())
 	if err := s.hooks.RunPodSandbox(ctx, sb); err != nil {
 		return nil, toStatus(codes.FailedPrecondition, err, "pod %s/%s refused", md.Namespace, md.Name)
 	}

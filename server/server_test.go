@@ -218,7 +218,13 @@ func TestCRIEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("RunPodSandbox: %v", err)
 	}
-	defer rc.RemovePodSandbox(context.Background(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: pod.PodSandboxId})
+	// Whatever a failing test left: every pod goes, with its netns.
+	defer func() {
+		pods, _ := rc.ListPodSandbox(context.Background(), &runtimeapi.ListPodSandboxRequest{})
+		for _, p := range pods.GetItems() {
+			_, _ = rc.RemovePodSandbox(context.Background(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.Id})
+		}
+	}()
 	_, err = rc.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{Name: "e2e", Namespace: "ns", Uid: "e2e-uid"}}})
 	wantCode(t, "duplicate pod", err, codes.AlreadyExists, "already reserved")
@@ -320,6 +326,12 @@ func TestCRIEndToEnd(t *testing.T) {
 		t.Error("refused pod had no netns when the hook ran")
 	} else if _, err := os.Stat(hooks.refusedPodNetNS); !os.IsNotExist(err) {
 		t.Errorf("refused pod left its netns %s: %v", hooks.refusedPodNetNS, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "run", "nrigate", "records", "pod-"+pod.PodSandboxId+".json")); err != nil {
+		t.Errorf("pod record missing: %v", err)
+	}
+	if ents, _ := filepath.Glob(filepath.Join(dir, "run", "nrigate", "records", "pod-*.json")); len(ents) != 1 {
+		t.Errorf("pod records after a refused pod: %v, want only the running pod's", ents)
 	}
 	pods, _ := rc.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 	if len(pods.GetItems()) != 1 {
