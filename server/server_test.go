@@ -211,6 +211,26 @@ func TestCRIEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("PullImage: %v", err)
 	}
+	ist, err := ic.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: "localhost/busybox"}})
+	if err != nil || ist.GetImage().GetId() != pull.ImageRef || ist.GetImage().GetSize() == 0 {
+		t.Errorf("ImageStatus = %v, %v", ist, err)
+	}
+	ist, err = ic.ImageStatus(ctx, &runtimeapi.ImageStatusRequest{Image: &runtimeapi.ImageSpec{Image: "localhost/absent:1"}})
+	if err != nil || ist.GetImage() != nil {
+		t.Errorf("ImageStatus of a missing image = %v, %v; want no image and no error", ist, err)
+	}
+	il, err := ic.ListImages(ctx, &runtimeapi.ListImagesRequest{Filter: &runtimeapi.ImageFilter{Image: &runtimeapi.ImageSpec{Image: "localhost/absent:1"}}})
+	if err != nil || len(il.GetImages()) != 0 {
+		t.Errorf("ListImages filtered on a missing image = %v, %v", il, err)
+	}
+	il, err = ic.ListImages(ctx, &runtimeapi.ListImagesRequest{})
+	if err != nil || len(il.GetImages()) != 1 {
+		t.Errorf("ListImages = %v, %v; want the pulled image", il, err)
+	}
+	fsi, err := ic.ImageFsInfo(ctx, &runtimeapi.ImageFsInfoRequest{})
+	if err != nil || len(fsi.GetImageFilesystems()) != 1 || fsi.ImageFilesystems[0].GetUsedBytes().GetValue() == 0 {
+		t.Errorf("ImageFsInfo = %v, %v", fsi, err)
+	}
 	pod, err := rc.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: &runtimeapi.PodSandboxConfig{
 		Metadata: &runtimeapi.PodSandboxMetadata{Name: "e2e", Namespace: "ns", Uid: "e2e-uid"}, LogDirectory: filepath.Join(dir, "logs"),
 		Hostname: "e2ehost",
@@ -370,6 +390,9 @@ func TestCRIEndToEnd(t *testing.T) {
 	}
 	if _, err := ic.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: pull.ImageRef}}); err != nil {
 		t.Errorf("RemoveImage: %v", err)
+	}
+	if _, err := ic.RemoveImage(ctx, &runtimeapi.RemoveImageRequest{Image: &runtimeapi.ImageSpec{Image: pull.ImageRef}}); err != nil {
+		t.Errorf("second RemoveImage: %v, want idempotent success", err)
 	}
 }
 
