@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	logtest "github.com/sirupsen/logrus/hooks/test"
 )
 
 // testImage builds the busybox test archive with hack/make-test-image.sh.
@@ -229,4 +230,39 @@ func contains(l []string, s string) bool {
 		}
 	}
 	return false
+}
+
+func TestOverlayFailureFallsBackToVFSWithReason(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("containers/storage needs root here")
+	}
+	dir := t.TempDir()
+	log, hook := logtest.NewNullLogger()
+	// An option overlay rejects makes its initialization fail like an
+	// unsupported filesystem would.
+	s, err := Open(Options{Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run"),
+		DriverOptions: []string{"overlay.nosuchoption=1"}, Logger: log})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	defer s.Shutdown()
+	if s.Driver() != DriverVFS {
+		t.Fatalf("driver %q, want vfs fallback", s.Driver())
+	}
+	var reason string
+	for _, e := range hook.AllEntries() {
+		if e.Level == logrus.WarnLevel && strings.Contains(e.Message, "falling back to vfs") {
+			if err, ok := e.Data[logrus.ErrorKey].(error); ok {
+				reason = err.Error()
+			}
+		}
+	}
+	if !strings.Contains(reason, "nosuchoption") {
+		t.Errorf("fallback warning reason %q does not say why overlay failed", reason)
+	}
+
+	// An explicitly chosen other driver does not fall back.
+	if _, err := Open(Options{Root: filepath.Join(dir, "r2"), RunRoot: filepath.Join(dir, "run2"), Driver: "nosuchdriver", Logger: log}); err == nil {
+		t.Error("Open with an unknown driver succeeded")
+	}
 }
