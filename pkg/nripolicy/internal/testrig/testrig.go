@@ -192,8 +192,7 @@ func (f *Faulty) LogText() string {
 
 // ActedOn reports whether the plugin logged that it acted on event for the pod uid.
 func (f *Faulty) ActedOn(event, uid string) bool {
-	return strings.Contains(f.LogText(), "acted "+event+" ") &&
-		containsLine(f.LogText(), "acted "+event+" ", "uid="+uid+" ")
+	return containsLine(f.LogText(), "acted "+event+" ", "uid="+uid+" ")
 }
 
 func containsLine(text, a, b string) bool {
