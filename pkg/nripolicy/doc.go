@@ -47,6 +47,15 @@
 //
 // # Performance
 //
-// See docs/performance.md, section "pkg/nripolicy", for the figures and
-// the command to reproduce them.
+// Measured with
+//
+//	go test -run XXX -bench . -benchtime 3s -count 4 ./pkg/nripolicy
+//
+// on a loaded 2-vCPU Xeon: an admission decision (Admit, answers, Done)
+// costs about 0.6–1.5 µs and 2 allocations with 1 configured plugin,
+// 1.7–3.4 µs and 5 allocations with 8, 4.7–7.1 µs and 5 allocations with
+// 32. A CreateContainer relay through a real adaptation with one ok plugin
+// takes 0.97–1.09 times as long with the policy as without it (target
+// 1.10). A request no plugin is required for allocates nothing. See
+// docs/performance.md, section "pkg/nripolicy", for the tables.
 package nripolicy

@@ -21,7 +21,15 @@ import (
 func init() { testrig.QuietNRILog() }
 
 // okPlugin is an in-process plugin that adjusts every container.
-type okPlugin struct{}
+type okPlugin struct{ synced chan struct{} }
+
+// Synchronize tells the rig that upstream is synchronizing the plugin: it
+// holds its sync write lock from before this call until the plugin is in
+// its relay list, so a BlockPluginSync after this returns once it is.
+func (p okPlugin) Synchronize(context.Context, []*api.PodSandbox, []*api.Container) ([]*api.ContainerUpdate, error) {
+	close(p.synced)
+	return nil, nil
+}
 
 func (okPlugin) CreateContainer(_ context.Context, _ *api.PodSandbox, _ *api.Container) (*api.ContainerAdjustment, []*api.ContainerUpdate, error) {
 	adj := &api.ContainerAdjustment{}
@@ -69,7 +77,8 @@ func newRig(tb testing.TB, p *Policy) *rig {
 // plugin starts okPlugin as idx-name and waits until upstream relays to it.
 func (r *rig) plugin(tb testing.TB, name, idx string) stub.Stub {
 	tb.Helper()
-	s, err := stub.New(okPlugin{}, stub.WithSocketPath(r.sock), stub.WithPluginName(name), stub.WithPluginIdx(idx),
+	synced := make(chan struct{})
+	s, err := stub.New(okPlugin{synced: synced}, stub.WithSocketPath(r.sock), stub.WithPluginName(name), stub.WithPluginIdx(idx),
 		stub.WithOnClose(func() {}))
 	if err != nil {
 		tb.Fatal(err)
@@ -78,6 +87,11 @@ func (r *rig) plugin(tb testing.TB, name, idx string) stub.Stub {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(s.Stop)
+	select {
+	case <-synced:
+	case <-time.After(5 * time.Second):
+		tb.Fatal("plugin not synchronized within 5s")
+	}
 	r.a.BlockPluginSync().Unblock()
 	return s
 }
