@@ -1,0 +1,158 @@
+// Package e2e drives a real nrigate daemon through the CRI gRPC API with the
+// real bin/nri-faulty plugin, at a volume the BATS suite cannot reach.
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "nrigate e2e")
+}
+
+var (
+	repoRoot  string
+	testImage string
+)
+
+var _ = BeforeSuite(func() {
+	if os.Getuid() != 0 {
+		Skip("needs root")
+	}
+	root, err := filepath.Abs("../..")
+	Expect(err).NotTo(HaveOccurred())
+	repoRoot = root
+	for _, b := range []string{"bin/nrigate", "bin/nri-faulty"} {
+		if _, err := os.Stat(filepath.Join(repoRoot, b)); err != nil {
+			Skip(b + " not built (run make build)")
+		}
+	}
+	for _, c := range []string{"runc", "conmon", "jq"} {
+		if _, err := exec.LookPath(c); err != nil {
+			Skip(c + " not installed")
+		}
+	}
+	if _, err := os.Stat("/bin/busybox"); err != nil {
+		Skip("busybox-static not installed")
+	}
+	dir, err := os.MkdirTemp("", "nrig-e2e")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(os.RemoveAll, dir)
+	testImage = filepath.Join(dir, "busybox.tar")
+	out, err := exec.Command(filepath.Join(repoRoot, "hack/make-test-image.sh"), testImage).CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), string(out))
+})
+
+// daemon is a running nrigate with its CRI clients.
+type daemon struct {
+	dir     string
+	nriSock string
+	cmd     *exec.Cmd
+	conn    *grpc.ClientConn
+	rt      runtimeapi.RuntimeServiceClient
+	img     runtimeapi.ImageServiceClient
+}
+
+// startDaemon starts nrigate with NRI on and extra TOML (policy tables),
+// pulls the test image and registers its cleanup.
+func startDaemon(extra string) *daemon {
+	dir, err := os.MkdirTemp("", "nrig")
+	Expect(err).NotTo(HaveOccurred())
+	d := &daemon{dir: dir, nriSock: filepath.Join(dir, "nri.sock")}
+	sock := filepath.Join(dir, "cri.sock")
+	Expect(os.MkdirAll(filepath.Join(dir, "conf.d"), 0o755)).To(Succeed())
+	conf := fmt.Sprintf(`[crio]
+root = %[1]q
+runroot = %[2]q
+[crio.api]
+listen = %[3]q
+[crio.runtime]
+log_level = "info"
+[crio.runtime.runtimes.runc]
+runtime_root = %[4]q
+[crio.nri]
+enable_nri = true
+nri_listen = %[5]q
+nri_plugin_dir = %[6]q
+nri_plugin_config_dir = %[6]q
+nri_plugin_request_timeout = "2s"
+%[7]s
+`, filepath.Join(dir, "root"), filepath.Join(dir, "run"), sock, filepath.Join(dir, "runc"), d.nriSock,
+		filepath.Join(dir, "plugins"), extra)
+	Expect(os.WriteFile(filepath.Join(dir, "crio.conf"), []byte(conf), 0o644)).To(Succeed())
+	logf, err := os.Create(filepath.Join(dir, "daemon.log"))
+	Expect(err).NotTo(HaveOccurred())
+	d.cmd = exec.Command(filepath.Join(repoRoot, "bin/nrigate"), "-c", filepath.Join(dir, "crio.conf"), "-d", filepath.Join(dir, "conf.d"))
+	d.cmd.Stderr = logf
+	Expect(d.cmd.Start()).To(Succeed())
+	DeferCleanup(d.cleanup)
+	d.conn, err = grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	Expect(err).NotTo(HaveOccurred())
+	d.rt, d.img = runtimeapi.NewRuntimeServiceClient(d.conn), runtimeapi.NewImageServiceClient(d.conn)
+	Eventually(func() error {
+		_, err := d.rt.Status(context.Background(), &runtimeapi.StatusRequest{})
+		return err
+	}, 20*time.Second, 50*time.Millisecond).Should(Succeed())
+	_, err = d.img.PullImage(context.Background(), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "oci-archive:" + testImage}})
+	Expect(err).NotTo(HaveOccurred())
+	return d
+}
+
+// cleanup removes the pods through the daemon, stops it and unmounts
+// whatever is left under its directory.
+func (d *daemon) cleanup() {
+	ctx := context.Background()
+	if pods, err := d.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{}); err == nil {
+		for _, p := range pods.Items {
+			_, _ = d.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.Id})
+			_, _ = d.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.Id})
+		}
+	}
+	_ = d.conn.Close()
+	_ = d.cmd.Process.Signal(syscall.SIGTERM)
+	_ = d.cmd.Wait()
+	var mounts []string
+	if f, err := os.Open("/proc/self/mounts"); err == nil {
+		s := bufio.NewScanner(f)
+		for s.Scan() {
+			if fs := strings.Fields(s.Text()); len(fs) > 1 && strings.HasPrefix(fs[1], d.dir+"/") {
+				mounts = append(mounts, fs[1])
+			}
+		}
+		f.Close()
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(mounts)))
+	for _, m := range mounts {
+		_ = syscall.Unmount(m, syscall.MNT_DETACH)
+	}
+	_ = os.RemoveAll(d.dir)
+}
+
+// runPod creates a pod in namespace default.
+func (d *daemon) runPod(name string) (string, *runtimeapi.PodSandboxConfig) {
+	cfg := &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: name + "-uid"},
+		LogDirectory: filepath.Join(d.dir, "logs", name),
+		Linux:        &runtimeapi.LinuxPodSandboxConfig{},
+	}
+	r, err := d.rt.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	Expect(err).NotTo(HaveOccurred())
+	return r.PodSandboxId, cfg
+}
