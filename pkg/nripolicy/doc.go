@@ -45,6 +45,14 @@
 // Changed returns a channel closed at the next change, so waiters and
 // Status are woken within microseconds without polling.
 //
+// # Limits
+//
+// One Policy serves one Adaptation (the registration binding relies on
+// upstream's one-at-a-time registration within it). Builtin and WASM
+// plugins do not talk ttrpc, so the policy never sees them: do not name
+// them in the policy. ReadinessHook runs on a goroutine of the policy's
+// own; DecisionHook and Logger run on the request path and must not block.
+//
 // # Performance
 //
 // Measured with
