@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -236,5 +237,76 @@ func TestGatedCreateWithRealAdaptation(t *testing.T) {
 	}
 	if !slices.Contains(g.Config.Process.Env, "GUARD_ACTED=1") {
 		t.Fatalf("adjustment not applied: %v", g.Config.Process.Env)
+	}
+}
+
+type updatingRuntime struct {
+	fakeRuntime
+	mu      sync.Mutex
+	applied map[string]*runtimeapi.LinuxContainerResources
+}
+
+func (r *updatingRuntime) UpdateResources(_ context.Context, id string, res *runtimeapi.LinuxContainerResources) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id != "ctr1" {
+		return errors.New("no such container")
+	}
+	r.applied[id] = res
+	return nil
+}
+
+// TestUnsolicitedUpdates checks that a plugin's UpdateContainers reaches
+// the runtime's update path and that failures come back to the plugin.
+func TestUnsolicitedUpdates(t *testing.T) {
+	dir, err := os.MkdirTemp("", "nrig")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "nri.sock")
+	n, err := New(&config.NRIConfig{
+		Enabled: true, SocketPath: sock, PluginPath: filepath.Join(dir, "p"), PluginConfigPath: filepath.Join(dir, "c"),
+		PluginRegistrationTimeout: config.Duration(5 * time.Second), PluginRequestTimeout: config.Duration(2 * time.Second),
+		Policy: *nripolicy.DefaultConfig(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := &updatingRuntime{applied: map[string]*runtimeapi.LinuxContainerResources{}}
+	if err := n.Start(rt); err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop()
+	p := &envPlugin{synced: make(chan int, 1)}
+	s, err := stub.New(p, stub.WithPluginName("upd"), stub.WithPluginIdx("20"), stub.WithSocketPath(sock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	upd := func(id string) *api.ContainerUpdate {
+		u := &api.ContainerUpdate{ContainerId: id}
+		u.SetLinuxCPUShares(123)
+		return u
+	}
+	select {
+	case <-p.synced:
+	case <-time.After(5 * time.Second):
+		t.Fatal("plugin not synchronized")
+	}
+	failed, err := s.UpdateContainers([]*api.ContainerUpdate{upd("ctr1"), upd("gone")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(failed) != 1 || failed[0].ContainerId != "gone" {
+		t.Fatalf("failed updates %v", failed)
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if r := rt.applied["ctr1"]; r == nil || r.CpuShares != 123 {
+		t.Fatalf("applied %v", rt.applied)
 	}
 }
