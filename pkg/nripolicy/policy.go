@@ -184,6 +184,11 @@ func (c *Config) clone() *Config {
 	if c.Plugins != nil {
 		n.Plugins = make(map[string]*PluginConfig, len(c.Plugins))
 		for k, v := range c.Plugins {
+			if v == nil {
+				// Kept nil so that Validate reports the empty table instead of a panic here.
+				n.Plugins[k] = nil
+				continue
+			}
 			pc := *v
 			pc.Events = append([]Event(nil), v.Events...)
 			pc.Namespaces = append([]string(nil), v.Namespaces...)
