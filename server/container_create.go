@@ -28,7 +28,7 @@ func validateContainerConfig(cfg *runtimeapi.ContainerConfig) error {
 	if filepath.IsAbs(cfg.GetLogPath()) {
 		return status.Errorf(codes.InvalidArgument, "container config: log_path %q must be relative to the pod's log_directory", cfg.LogPath)
 	}
-	return nil
+	return validateMapSizes("container config", cfg.Labels, cfg.Annotations)
 }
 
 // CreateContainer creates a container in a ready pod: root filesystem from

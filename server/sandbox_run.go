@@ -25,6 +25,26 @@ func validatePodConfig(cfg *runtimeapi.PodSandboxConfig) error {
 			return status.Errorf(codes.InvalidArgument, "pod sandbox config: metadata.%s must not be empty", field)
 		}
 	}
+	return validateMapSizes("pod sandbox config", cfg.Labels, cfg.Annotations)
+}
+
+// MaxMapBytes bounds the total size (keys plus values) of a pod's or a
+// container's labels, and separately of its annotations: Kubernetes'
+// own limit for annotations, so a kubelet never sends more, while an
+// absurd request cannot make every list, status and NRI call carry it.
+const MaxMapBytes = 256 << 10
+
+func validateMapSizes(what string, labels, annotations map[string]string) error {
+	for i, m := range []map[string]string{labels, annotations} {
+		n := 0
+		for k, v := range m {
+			n += len(k) + len(v)
+		}
+		if n > MaxMapBytes {
+			return status.Errorf(codes.InvalidArgument, "%s: %s total %d bytes, more than the %d allowed",
+				what, [...]string{"labels", "annotations"}[i], n, MaxMapBytes)
+		}
+	}
 	return nil
 }
 
