@@ -23,7 +23,7 @@ APT_PACKAGES := runc conmon bats busybox-static jq gcc libc6-dev iproute2
 # added later are picked up without editing this file.
 PLUGINS := $(notdir $(patsubst %/,%,$(dir $(wildcard contrib/plugins/*/main.go))))
 
-.PHONY: all build test test-go test-unit test-integration test-bats bench lint install-deps run clean
+.PHONY: all build test test-go test-unit test-integration test-bats bench lint install-deps run demo clean
 
 all: build
 
@@ -83,6 +83,11 @@ install-deps:
 # contrib/demo (plugin nri-faulty required, fail-closed).
 run: install-deps build
 	./bin/nrigate --config contrib/demo/crio.conf --config-dir contrib/demo/crio.conf.d
+
+# demo walks through the policy against a daemon it starts and stops
+# itself (hack/demo.sh); it exits non-zero if any step misbehaves.
+demo: install-deps build
+	bash hack/demo.sh
 
 clean:
 	rm -rf bin
