@@ -47,8 +47,17 @@ func (s *Server) stopContainer(ctx context.Context, c *Container, timeout time.D
 			return err
 		}
 	}
+	s.stopHookOnce(ctx, c)
+	return nil
+}
+
+// stopHookOnce calls Hooks.StopContainer unless it already ran for c, so
+// that the plugins hear of a stop once whether the server stopped the
+// container or the exit monitor saw it exit by itself. The caller holds c.mu
+// (never s.mu: the hook may be slow).
+func (s *Server) stopHookOnce(ctx context.Context, c *Container) {
 	if c.stopHooked {
-		return nil
+		return
 	}
 	c.stopHooked = true
 	if sb, err := s.lookupSandbox(c.SandboxID); err == nil {
@@ -56,5 +65,4 @@ func (s *Server) stopContainer(ctx context.Context, c *Container, timeout time.D
 			s.log.WithError(err).WithField("id", c.ID).Warn("StopContainer hook failed")
 		}
 	}
-	return nil
 }

@@ -118,6 +118,8 @@ type Server struct {
 
 	grpc     *grpc.Server
 	listener net.Listener
+	// exits reports containers exiting by themselves to the hooks.
+	exits *exitMonitor
 }
 
 // New opens storage and the runtime and returns a Server ready to Serve.
@@ -162,6 +164,10 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	if err := os.MkdirAll(s.recordDir(), 0o700); err != nil {
 		_ = st.Shutdown()
 		return nil, fmt.Errorf("server: %w", err)
+	}
+	if err := s.startExitMonitor(); err != nil {
+		_ = st.Shutdown()
+		return nil, err
 	}
 	return s, nil
 }
@@ -209,7 +215,8 @@ func (s *Server) Serve() error {
 	return nil
 }
 
-// Stop stops serving and releases storage. Containers keep running.
+// Stop stops serving and the exit monitor and releases storage.
+// Containers keep running.
 func (s *Server) Stop() {
 	s.mu.RLock()
 	g := s.grpc
@@ -226,6 +233,7 @@ func (s *Server) Stop() {
 		}
 	}
 	_ = os.Remove(s.cfg.Listen)
+	s.stopExitMonitor()
 	if err := s.store.Shutdown(); err != nil {
 		s.log.WithError(err).Warn("storage shutdown")
 	}

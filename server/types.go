@@ -63,6 +63,16 @@ type Container struct {
 	// stopHooked records that Hooks.StopContainer ran (guarded by mu), so
 	// that it runs once whether the container was stopped or exited.
 	stopHooked bool
+	// exitCode and finishedAt are what the exit monitor read from the exit
+	// file (guarded by fieldsMu); ContainerStatus still asks the runtime.
+	exitCode   int32
+	finishedAt time.Time
+}
+
+func (c *Container) setExited(code int32, at time.Time) {
+	c.fieldsMu.Lock()
+	c.exitCode, c.finishedAt = code, at
+	c.fieldsMu.Unlock()
 }
 
 func (c *Container) startedAt() time.Time {
@@ -90,8 +100,12 @@ func (c *Container) setResources(r *runtimeapi.LinuxContainerResources) {
 func (c *Container) record() any {
 	c.fieldsMu.Lock()
 	defer c.fieldsMu.Unlock()
-	return map[string]any{
+	r := map[string]any{
 		"id": c.ID, "sandbox_id": c.SandboxID, "name": c.Name, "image_id": c.ImageID, "image_name": c.ImageName,
 		"log_path": c.LogPath, "created_at": c.CreatedAt, "started_at": c.StartedAt, "pid": c.Pid,
 	}
+	if !c.finishedAt.IsZero() {
+		r["exit_code"], r["finished_at"] = c.exitCode, c.finishedAt
+	}
+	return r
 }

@@ -103,6 +103,10 @@ func New(cfg Config) (*Runtime, error) {
 func exitDir(cfg Config) string   { return filepath.Join(cfg.StateDir, "exits") }
 func socketDir(cfg Config) string { return filepath.Join(cfg.StateDir, "s") }
 
+// ExitDir is where conmon writes a container's exit file, named by its ID
+// and holding the exit code, when the container's process exits.
+func (r *Runtime) ExitDir() string { return exitDir(r.cfg) }
+
 // Config returns the effective configuration.
 func (r *Runtime) Config() Config { return r.cfg }
 
