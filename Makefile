@@ -23,7 +23,7 @@ APT_PACKAGES := runc conmon bats busybox-static jq gcc libc6-dev iproute2
 # added later are picked up without editing this file.
 PLUGINS := $(notdir $(patsubst %/,%,$(dir $(wildcard contrib/plugins/*/main.go))))
 
-.PHONY: all build test test-go test-unit test-integration test-bats bench lint install-deps run demo clean
+.PHONY: all build test test-go test-unit test-integration test-bats bench fuzz lint install-deps run demo clean
 
 all: build
 
@@ -39,7 +39,7 @@ build:
 # test is everything CI runs. Go tests run once (test-go covers unit and
 # ginkgo integration suites alike); test-unit and test-integration are
 # narrower entry points for development.
-test: install-deps build test-go test-bats
+test: install-deps build test-go fuzz test-bats
 
 test-go:
 	$(GO) test $(GOTEST_FLAGS) -tags "$(BUILDTAGS)" ./...
@@ -58,6 +58,17 @@ test-integration: build
 
 test-bats: build
 	$(BATS) test/*.bats
+
+# fuzz runs each go test -fuzz target briefly (go test -fuzz takes one
+# package and one target per run): 3 x FUZZTIME, 30 s in CI. The seed
+# corpora under */testdata/fuzz/ also run in every plain go test.
+FUZZTIME ?= 10s
+FUZZ_TARGETS := ./pkg/config:FuzzLoad ./pkg/nripolicy:FuzzPluginConfig ./pkg/nripolicy:FuzzScope
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "$(GO) test -run '^$$' -fuzz '^$${t#*:}$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $${t%%:*}"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $${t%%:*} || exit 1; \
+	done
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -tags "$(BUILDTAGS)" ./...
