@@ -343,3 +343,28 @@ $global"
 	[ "$status" -ne 0 ]
 	assert_refused UpdateContainer default/web app "disconnected"
 }
+
+# stop_acted_count CONTAINER: how many StopContainer requests guard acted on
+# for CONTAINER.
+stop_acted_count() {
+	grep -c "acted StopContainer pod=default/web .*container=$1\$" "$TESTDIR/faulty.log" || true
+}
+
+# stop_acted_once CONTAINER (for wait_for).
+stop_acted_once() {
+	[ "$(stop_acted_count "$1")" -eq 1 ]
+}
+
+@test "a container exiting by itself is reported to the plugin as stopped, once" {
+	start_with "$(policy fail)"
+	start_faulty
+	wait_for 10 guard_ready
+	run_pod web
+	cfg=$(ctr_config quitter sh -c 'exit 0')
+	id=$(crictl_cmd create "$POD_ID" "$cfg" "$POD_JSON")
+	crictl_cmd start "$id" >/dev/null
+	# No stop or remove is sent: only the exit monitor can report it.
+	wait_for 5 stop_acted_once quitter
+	crictl_cmd rm "$id" >/dev/null
+	stop_acted_once quitter
+}
