@@ -163,7 +163,12 @@ func FuzzScope(f *testing.F) {
 			}
 			inScope = inScope && sel.Matches(set)
 		}
-		wantRefused := inScope && !exempt && pc.Policy() == FailPolicyFail
+		// An unset fail_policy is the default one.
+		effective := (&PluginConfig{FailPolicy: FailPolicy(policy)})
+		if effective.FailPolicy == "" {
+			effective.FailPolicy = DefaultFailPolicy
+		}
+		wantRefused := inScope && !exempt && effective.Policy() == FailPolicyFail
 
 		for _, ev := range GatedEvents {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
