@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"runtime"
+	"strconv"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -37,6 +39,8 @@ func (s *Server) Status(_ context.Context, req *runtimeapi.StatusRequest) (*runt
 		if b, err := json.Marshal(s.effective); err == nil {
 			info["config"] = string(b)
 		}
+		// goroutines lets load tests watch the daemon for leaks cheaply.
+		info["goroutines"] = strconv.Itoa(runtime.NumGoroutine())
 		if s.verboseInfo != nil {
 			for k, v := range s.verboseInfo() {
 				info[k] = v

@@ -386,6 +386,9 @@ func (r *Runtime) Delete(ctx context.Context, id string) error {
 		return err
 	}
 	_ = os.Remove(filepath.Join(exitDir(r.cfg), id))
+	// conmon makes a directory per container for its attach socket; it
+	// would pile up under the runroot without this.
+	_ = os.RemoveAll(filepath.Join(socketDir(r.cfg), id))
 	return os.RemoveAll(r.BundleDir(id))
 }
 

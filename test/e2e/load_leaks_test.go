@@ -1,0 +1,304 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// guardPolicy makes plugin guard required for every pod, fail-closed.
+const guardPolicy = `[crio.nri.policy.plugins.guard]
+fail_policy = "fail"
+registration_wait = "10s"
+`
+
+// startFaulty runs bin/nri-faulty as 10-guard with extra args and waits
+// until it printed "ready" (it has synchronized with the daemon).
+func startFaulty(d *daemon, args ...string) *exec.Cmd {
+	cmd := exec.Command(filepath.Join(repoRoot, "bin/nri-faulty"), append([]string{"--name", "guard", "--idx", "10",
+		"--socket", d.nriSock, "--log-file", filepath.Join(d.dir, "faulty.log")}, args...)...)
+	out, err := cmd.StdoutPipe()
+	Expect(err).NotTo(HaveOccurred())
+	Expect(cmd.Start()).To(Succeed())
+	DeferCleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	ready := make(chan struct{})
+	go func() {
+		s := bufio.NewScanner(out)
+		for s.Scan() {
+			if strings.HasPrefix(s.Text(), "ready ") {
+				close(ready)
+				break
+			}
+		}
+		for s.Scan() {
+		}
+	}()
+	Eventually(ready, 10*time.Second).Should(BeClosed(), "nri-faulty never printed ready")
+	return cmd
+}
+
+// ctrConfig is a busybox container sleeping until stopped.
+func ctrConfig(name string) *runtimeapi.ContainerConfig {
+	return &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: name},
+		Image:    &runtimeapi.ImageSpec{Image: "localhost/busybox:latest"},
+		Command:  []string{"sleep", "1000"}, Linux: &runtimeapi.LinuxContainerConfig{},
+	}
+}
+
+// newPod is runPod without the Gomega assertion, for client goroutines.
+func (d *daemon) newPod(name string) (string, *runtimeapi.PodSandboxConfig, error) {
+	cfg := &runtimeapi.PodSandboxConfig{
+		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: name + "-uid"},
+		LogDirectory: filepath.Join(d.dir, "logs", name),
+		Linux:        &runtimeapi.LinuxPodSandboxConfig{},
+	}
+	r, err := d.rt.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
+	if err != nil {
+		return "", nil, err
+	}
+	return r.PodSandboxId, cfg, nil
+}
+
+// mountsUnder lists the mount points below dir in this mount namespace.
+func mountsUnder(dir string) []string {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	Expect(err).NotTo(HaveOccurred())
+	var ms []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if fs := strings.Fields(l); len(fs) > 4 && strings.HasPrefix(fs[4], dir+"/") {
+			ms = append(ms, fs[4])
+		}
+	}
+	return ms
+}
+
+// processesMentioning lists "pid cmdline" of the processes whose command
+// line contains s (conmon is started with the runroot's paths).
+func processesMentioning(s string) []string {
+	ents, err := os.ReadDir("/proc")
+	Expect(err).NotTo(HaveOccurred())
+	var ps []string
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(b, []byte(s)) {
+			continue
+		}
+		ps = append(ps, e.Name()+" "+string(bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
+	}
+	return ps
+}
+
+// storageContainers lists the containers/storage containers of the daemon
+// (from every driver's <driver>-containers/containers.json under root).
+func storageContainers(root string) []string {
+	files, _ := filepath.Glob(filepath.Join(root, "*-containers", "containers.json"))
+	var out []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		Expect(err).NotTo(HaveOccurred())
+		if t := strings.TrimSpace(string(b)); t != "" && t != "[]" && t != "null" {
+			out = append(out, f+": "+t)
+		}
+	}
+	return out
+}
+
+// filesUnder lists the regular files, sockets and dirs below dir,
+// relative to it, whose first path element is a 64-hex-digit ID (the
+// per-container and per-pod directories) at any depth of at most 3.
+func idEntriesUnder(dir string) []string {
+	var out []string
+	_ = filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil || p == dir {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if strings.Count(rel, "/") > 3 {
+			return filepath.SkipDir
+		}
+		base := filepath.Base(p)
+		if isID(base) {
+			out = append(out, rel)
+			if info.IsDir() {
+				return filepath.SkipDir
+			}
+		}
+		return nil
+	})
+	return out
+}
+
+func isID(s string) bool {
+	s = strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(s, "pod-"), "ctr-"), ".json")
+	if len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			return false
+		}
+	}
+	return true
+}
+
+// procFigures are the daemon's resource figures.
+type procFigures struct {
+	goroutines, threads, fds int
+	rssKiB                   int
+}
+
+func (f procFigures) String() string {
+	return fmt.Sprintf("goroutines=%d threads=%d fds=%d rss=%.1fMiB", f.goroutines, f.threads, f.fds, float64(f.rssKiB)/1024)
+}
+
+// figures reads goroutines from verbose Status and threads, fds and RSS
+// from /proc/<pid>.
+func (d *daemon) figures() procFigures {
+	var f procFigures
+	r, err := d.rt.Status(context.Background(), &runtimeapi.StatusRequest{Verbose: true})
+	Expect(err).NotTo(HaveOccurred())
+	f.goroutines, err = strconv.Atoi(r.Info["goroutines"])
+	Expect(err).NotTo(HaveOccurred(), "verbose Status has no goroutines entry")
+	pid := d.cmd.Process.Pid
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	Expect(err).NotTo(HaveOccurred())
+	f.fds = len(fds)
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	Expect(err).NotTo(HaveOccurred())
+	for _, l := range strings.Split(string(st), "\n") {
+		k, v, _ := strings.Cut(l, ":")
+		n, _ := strconv.Atoi(strings.Fields(v + " 0")[0])
+		switch k {
+		case "Threads":
+			f.threads = n
+		case "VmRSS":
+			f.rssKiB = n
+		}
+	}
+	return f
+}
+
+var _ = Describe("load", func() {
+	It("creates 50 pods x 2 containers concurrently with a required plugin, all injected, and removes them without leftovers", func() {
+		d := startDaemon(guardPolicy)
+		startFaulty(d)
+		const pods, perPod, workers = 50, 2, 8
+		type result struct {
+			pod  string
+			ctrs []string
+			err  error
+		}
+		jobs := make(chan int)
+		results := make(chan result, pods)
+		var wg sync.WaitGroup
+		start := time.Now()
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range jobs {
+					podID, cfg, err := d.newPod(fmt.Sprintf("load-%d", i))
+					res := result{pod: podID, err: err}
+					for j := 0; err == nil && j < perPod; j++ {
+						var r *runtimeapi.CreateContainerResponse
+						r, err = d.rt.CreateContainer(context.Background(), &runtimeapi.CreateContainerRequest{
+							PodSandboxId: podID, SandboxConfig: cfg, Config: ctrConfig(fmt.Sprintf("c%d", j)),
+						})
+						if err == nil {
+							res.ctrs = append(res.ctrs, r.ContainerId)
+							_, err = d.rt.StartContainer(context.Background(), &runtimeapi.StartContainerRequest{ContainerId: r.ContainerId})
+						}
+					}
+					res.err = err
+					results <- res
+				}
+			}()
+		}
+		for i := range pods {
+			jobs <- i
+		}
+		close(jobs)
+		wg.Wait()
+		close(results)
+		GinkgoWriter.Printf("created and started %d pods x %d containers from %d clients in %v\n", pods, perPod, workers, time.Since(start))
+		var podIDs, ctrIDs []string
+		for r := range results {
+			Expect(r.err).NotTo(HaveOccurred())
+			podIDs = append(podIDs, r.pod)
+			ctrIDs = append(ctrIDs, r.ctrs...)
+		}
+		Expect(podIDs).To(HaveLen(pods))
+		Expect(ctrIDs).To(HaveLen(pods * perPod))
+		for _, id := range ctrIDs {
+			Expect(acted(d, id)).To(BeTrue(), "container %s lacks the plugin's injection", id)
+		}
+		l, err := d.rt.ListContainers(context.Background(), &runtimeapi.ListContainersRequest{
+			Filter: &runtimeapi.ContainerFilter{State: &runtimeapi.ContainerStateValue{State: runtimeapi.ContainerState_CONTAINER_RUNNING}},
+		})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(l.Containers).To(HaveLen(pods * perPod))
+		Expect(processesMentioning(filepath.Join(d.dir, "run"))).NotTo(BeEmpty(), "the conmon check would not see conmon")
+		Expect(mountsUnder(d.dir)).NotTo(BeEmpty(), "the mount check would not see the root filesystems")
+		Expect(storageContainers(filepath.Join(d.dir, "root"))).NotTo(BeEmpty(), "the storage check would not see the containers")
+
+		// Teardown from the same 8 clients: stop and remove every pod.
+		start = time.Now()
+		podCh := make(chan string)
+		errs := make(chan error, pods)
+		for range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for id := range podCh {
+					_, err := d.rt.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: id})
+					if err == nil {
+						_, err = d.rt.RemovePodSandbox(context.Background(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: id})
+					}
+					errs <- err
+				}
+			}()
+		}
+		for _, id := range podIDs {
+			podCh <- id
+		}
+		close(podCh)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			Expect(err).NotTo(HaveOccurred())
+		}
+		GinkgoWriter.Printf("stopped and removed %d pods in %v\n", pods, time.Since(start))
+
+		l, err = d.rt.ListContainers(context.Background(), &runtimeapi.ListContainersRequest{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(l.Containers).To(BeEmpty())
+		p, err := d.rt.ListPodSandbox(context.Background(), &runtimeapi.ListPodSandboxRequest{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(p.Items).To(BeEmpty())
+		// conmon exits shortly after its container; give it a moment.
+		Eventually(func() []string { return processesMentioning(filepath.Join(d.dir, "run")) }, 5*time.Second).Should(BeEmpty(), "conmon processes left")
+		// The storage driver's own home mount may stay; no container
+		// root filesystem (or shm) may.
+		Expect(mountsUnder(d.dir)).To(HaveEach(Not(ContainSubstring("/merged"))), "container mounts left")
+		Expect(mountsUnder(d.dir)).To(HaveEach(Not(ContainSubstring("/shm"))), "shm mounts left")
+		Expect(storageContainers(filepath.Join(d.dir, "root"))).To(BeEmpty(), "storage containers left")
+		Expect(idEntriesUnder(filepath.Join(d.dir, "run"))).To(BeEmpty(), "per-container files left under runroot")
+		Expect(idEntriesUnder(filepath.Join(d.dir, "runc"))).To(BeEmpty(), "runc state left")
+	})
+})
