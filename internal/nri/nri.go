@@ -72,6 +72,26 @@ func WithLogger(l logrus.FieldLogger) Option {
 	}
 }
 
+// Metrics receives the upstream plugin metrics and the policy's decisions
+// and readiness changes; internal/metrics implements it.
+type Metrics interface {
+	adaptation.Metrics
+	nripolicy.DecisionHook
+	nripolicy.ReadinessHook
+}
+
+// WithMetrics makes the adaptation and the policy report to m; the default
+// is no metrics.
+func WithMetrics(m Metrics) Option {
+	return func(n *NRI) error {
+		if m == nil {
+			return errors.New("nri: nil metrics")
+		}
+		n.metrics = m
+		return nil
+	}
+}
+
 // NRI is the NRI integration. With NRI disabled every hook is a no-op and
 // Status gets no NRI condition.
 type NRI struct {
@@ -79,6 +99,8 @@ type NRI struct {
 	log    logrus.FieldLogger
 	policy *nripolicy.Policy
 	adapt  *adaptation.Adaptation
+	// metrics is nil without WithMetrics.
+	metrics Metrics
 
 	mu sync.RWMutex
 	rt Runtime
@@ -101,11 +123,27 @@ func New(cfg *config.NRIConfig, opts ...Option) (*NRI, error) {
 	if !cfg.Enabled {
 		return n, nil
 	}
-	pol, err := nripolicy.New(&n.cfg.Policy, nripolicy.WithLogger(n.log.WithField("component", "nripolicy")))
+	popts := []nripolicy.Option{
+		// The decision hook logs refusals and ignores with fields; the
+		// policy's own warnings say the same in prose, so they go to debug.
+		nripolicy.WithLogger(quietLogger{n.log.WithField("component", "nripolicy")}),
+		nripolicy.WithDecisionHook(decisionLogger{n}),
+	}
+	var runtimeMetrics adaptation.Metrics
+	if n.metrics != nil {
+		runtimeMetrics = n.metrics
+		popts = append(popts, nripolicy.WithReadinessHook(n.metrics))
+	}
+	pol, err := nripolicy.New(&n.cfg.Policy, popts...)
 	if err != nil {
 		return nil, fmt.Errorf("nri: policy: %w", err)
 	}
 	n.policy = pol
+	if n.metrics != nil {
+		// The hook reports changes only: seed the gauges with the plugins
+		// the policy waits for before any of them can connect.
+		n.metrics.ReadinessChanged(pol.Snapshot())
+	}
 
 	adaptation.SetPluginRegistrationTimeout(cfg.PluginRegistrationTimeout.Std())
 	adaptation.SetPluginRequestTimeout(cfg.PluginRequestTimeout.Std())
@@ -121,7 +159,7 @@ func New(cfg *config.NRIConfig, opts ...Option) (*NRI, error) {
 		aopts = append(aopts, adaptation.WithDisabledExternalConnections())
 	}
 	// The policy wraps the metrics and ttrpc options; ours must go through it.
-	aopts = append(aopts, pol.AdaptationOptions(nil, nil, nil)...)
+	aopts = append(aopts, pol.AdaptationOptions(runtimeMetrics, nil, nil)...)
 	a, err := adaptation.New(RuntimeName, version.Version, n.syncPlugins, n.updateContainers, aopts...)
 	if err != nil {
 		return nil, fmt.Errorf("nri: creating the adaptation: %w", err)
@@ -519,7 +557,48 @@ func (n *NRI) logErr(err error, what string) {
 	}
 }
 
+// logRefusal logs a failed gated request. Policy refusals are logged by
+// decisionLogger, once per refusing plugin; this logs the other failures
+// (a plugin's own error, an adjustment that cannot be applied).
 func (n *NRI) logRefusal(err error, pod *api.PodSandbox, ctr string) {
+	if errors.Is(err, nripolicy.ErrRefused) {
+		return
+	}
 	n.log.WithError(err).WithFields(logrus.Fields{"pod": pod.GetNamespace() + "/" + pod.GetName(), "container": ctr}).
-		Warn("NRI refused the request")
+		Warn("NRI request failed")
 }
+
+// Log messages of policy decisions.
+const (
+	msgRefused = "NRI refused the request"
+	msgIgnored = "NRI plugin missed the request, proceeding (fail_policy=ignore)"
+)
+
+// decisionLogger logs every refusal and ignore of the policy with fields,
+// and passes every decision on to the metrics. It runs on the request path.
+type decisionLogger struct{ n *NRI }
+
+func (h decisionLogger) Decided(d nripolicy.Decision) {
+	if h.n.metrics != nil {
+		h.n.metrics.Decided(d)
+	}
+	var msg string
+	switch d.Outcome {
+	case nripolicy.OutcomeRefused:
+		msg = msgRefused
+	case nripolicy.OutcomeIgnored:
+		msg = msgIgnored
+	default:
+		return
+	}
+	h.n.log.WithFields(logrus.Fields{
+		"plugin": d.Plugin, "event": string(d.Event), "pod": d.Namespace + "/" + d.Pod,
+		"container": d.Container, "reason": d.Reason, "waited": d.Waited.Round(time.Millisecond).String(),
+	}).Warn(msg)
+}
+
+// quietLogger demotes the policy's warnings to debug: the policy warns
+// only about refusals and ignores, which decisionLogger already logs.
+type quietLogger struct{ logrus.FieldLogger }
+
+func (l quietLogger) Warnf(format string, args ...any) { l.FieldLogger.Debugf(format, args...) }
