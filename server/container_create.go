@@ -69,6 +69,7 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 				log.WithError(err).Warn("cleanup: storage delete")
 			}
 		}
+		s.removeRecord(recordContainer, id)
 		s.releaseName(name)
 	}()
 
@@ -78,6 +79,13 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 			return nil, status.Errorf(codes.NotFound, "image %q not found: pull it first", cfg.Image.Image)
 		}
 		return nil, status.Errorf(codes.Internal, "image %q: %v", cfg.Image.Image, err)
+	}
+	// Marked creating before anything exists, so that a daemon killed from
+	// here on leaves a record of what to clean up at its next start.
+	if err := s.writeRecordErr(recordContainer, id, ctrRecord{
+		ID: id, SandboxID: sb.ID, Name: name, CreatedAt: time.Now(), Config: cfg, Creating: true,
+	}); err != nil {
+		return nil, status.Errorf(codes.Internal, "container %q: %v", md.Name, err)
 	}
 	if err := s.store.CreateContainer(id, name, img.ID); err != nil {
 		return nil, status.Errorf(codes.Internal, "create root filesystem: %v", err)
@@ -119,10 +127,13 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	if sb.state() != runtimeapi.PodSandboxState_SANDBOX_READY {
 		return nil, status.Errorf(codes.FailedPrecondition, "pod sandbox %s stopped during container creation", sb.ID)
 	}
+	// The complete record replaces the creating one: the commit point.
+	if err := s.writeRecordErr(recordContainer, id, c.record()); err != nil {
+		return nil, status.Errorf(codes.Internal, "container %q: %v", md.Name, err)
+	}
 	s.mu.Lock()
 	s.containers[id] = c
 	s.mu.Unlock()
-	s.writeRecord("ctr", id, c.record())
 	s.hooks.PostCreateContainer(ctx, sb, c)
 	log.Info("container created")
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil

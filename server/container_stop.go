@@ -65,4 +65,7 @@ func (s *Server) stopHookOnce(ctx context.Context, c *Container) {
 			s.log.WithError(err).WithField("id", c.ID).Warn("StopContainer hook failed")
 		}
 	}
+	// Recorded after the hook ran, so that a restarted daemon neither
+	// repeats it nor, if killed during it, skips it.
+	s.writeRecord(recordContainer, c.ID, c.record())
 }

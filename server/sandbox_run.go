@@ -81,6 +81,14 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 			s.releaseName(name)
 		}
 	}()
+	// Marked creating before the namespace exists and until the hooks (which
+	// may wait for a plugin) said yes, so that a daemon killed meanwhile
+	// leaves a record of the namespace to clean up at its next start.
+	pending := sb.record()
+	pending.Creating = true
+	if err := s.writeRecordErr(recordPod, id, pending); err != nil {
+		return nil, status.Errorf(codes.Internal, "pod %s/%s: %v", md.Namespace, md.Name, err)
+	}
 	if !sb.HostNetwork() {
 		p, err := oci.CreateNetNS(id)
 		if err != nil {
@@ -88,16 +96,16 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		}
 		sb.NetNSPath = p
 	}
-	// Recorded before the hooks run (they may wait for a plugin), so that
-	// a daemon killed meanwhile leaves a record of the namespace to clean.
-	s.writeRecord("pod", id, sb.record())
 	if err := s.hooks.RunPodSandbox(ctx, sb); err != nil {
 		return nil, toStatus(codes.FailedPrecondition, err, "pod %s/%s refused", md.Namespace, md.Name)
+	}
+	// The complete record replaces the creating one: the commit point.
+	if err := s.writeRecordErr(recordPod, id, sb.record()); err != nil {
+		return nil, status.Errorf(codes.Internal, "pod %s/%s: %v", md.Namespace, md.Name, err)
 	}
 	s.mu.Lock()
 	s.sandboxes[id] = sb
 	s.mu.Unlock()
-	s.writeRecord("pod", id, sb.record())
 	s.log.WithFields(map[string]any{"pod": md.Namespace + "/" + md.Name, "id": id}).Info("pod sandbox ready")
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
 }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -165,6 +164,19 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		_ = st.Shutdown()
 		return nil, fmt.Errorf("server: %w", err)
 	}
+	// Recovery comes before the exit monitor, whose first scan then reports
+	// the recovered containers that exited while no daemon ran.
+	stats, err := s.recoverState(context.Background())
+	if err != nil {
+		_ = st.Shutdown()
+		return nil, err
+	}
+	if stats != (RecoveryStats{}) {
+		s.log.WithFields(logrus.Fields{
+			"pods": stats.Pods, "containers": stats.Containers,
+			"cleaned_pods": stats.CleanedPods, "cleaned_containers": stats.CleanedContainers,
+		}).Info("recovered state")
+	}
 	if err := s.startExitMonitor(); err != nil {
 		_ = st.Shutdown()
 		return nil, err
@@ -280,14 +292,10 @@ func (s *Server) releaseName(name string) {
 
 func (s *Server) recordDir() string { return filepath.Join(s.cfg.RunRoot, "nrigate", "records") }
 
-// writeRecord keeps a simple on-disk record of a pod or container, for
-// debugging and a later restart recovery.
+// writeRecord keeps the on-disk record of a pod or container, from which a
+// restarted daemon recovers it (see recover.go).
 func (s *Server) writeRecord(kind, id string, v any) {
-	b, err := json.Marshal(v)
-	if err == nil {
-		err = os.WriteFile(filepath.Join(s.recordDir(), kind+"-"+id+".json"), b, 0o600)
-	}
-	if err != nil {
+	if err := s.writeRecordErr(kind, id, v); err != nil {
 		s.log.WithError(err).WithField("id", id).Warn("cannot write state record")
 	}
 }

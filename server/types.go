@@ -27,12 +27,12 @@ func (sb *Sandbox) HostNetwork() bool {
 }
 
 // record is what the on-disk record of a pod holds.
-func (sb *Sandbox) record() any {
+func (sb *Sandbox) record() podRecord {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
-	return map[string]any{
-		"id": sb.ID, "name": sb.Name, "runtime_handler": sb.RuntimeHandler, "netns_path": sb.NetNSPath,
-		"created_at": sb.CreatedAt, "state": sb.State.String(), "metadata": sb.Config.GetMetadata(),
+	return podRecord{
+		ID: sb.ID, Name: sb.Name, RuntimeHandler: sb.RuntimeHandler, NetNSPath: sb.NetNSPath,
+		CreatedAt: sb.CreatedAt, State: sb.State.String(), Metadata: sb.Config.GetMetadata(), Config: sb.Config,
 	}
 }
 
@@ -96,16 +96,19 @@ func (c *Container) setResources(r *runtimeapi.LinuxContainerResources) {
 	c.Config.Linux.Resources = r
 }
 
-// record is what the on-disk record of a container holds.
-func (c *Container) record() any {
+// record is what the on-disk record of a container holds. The caller holds
+// c.mu (stopHooked) or c is not published yet.
+func (c *Container) record() ctrRecord {
 	c.fieldsMu.Lock()
 	defer c.fieldsMu.Unlock()
-	r := map[string]any{
-		"id": c.ID, "sandbox_id": c.SandboxID, "name": c.Name, "image_id": c.ImageID, "image_name": c.ImageName,
-		"log_path": c.LogPath, "created_at": c.CreatedAt, "started_at": c.StartedAt, "pid": c.Pid,
+	r := ctrRecord{
+		ID: c.ID, SandboxID: c.SandboxID, Name: c.Name, ImageID: c.ImageID, ImageName: c.ImageName,
+		LogPath: c.LogPath, CreatedAt: c.CreatedAt, StartedAt: c.StartedAt, Pid: c.Pid,
+		StopHooked: c.stopHooked, Config: c.Config, Spec: c.Spec,
 	}
 	if !c.finishedAt.IsZero() {
-		r["exit_code"], r["finished_at"] = c.exitCode, c.finishedAt
+		code, fin := c.exitCode, c.finishedAt
+		r.ExitCode, r.FinishedAt = &code, &fin
 	}
 	return r
 }
