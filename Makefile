@@ -17,7 +17,7 @@ LDFLAGS := -X github.com/nrigate/nrigate/internal/version.Version=$(VERSION)
 GOTEST_FLAGS ?= -race -count=1
 BATS ?= bats
 CRICTL_VERSION ?= v1.37.0
-APT_PACKAGES := runc conmon bats busybox-static jq gcc libc6-dev iproute2
+APT_PACKAGES := runc conmon bats busybox-static jq gcc libc6-dev iproute2 curl
 
 # Every main package under contrib/plugins is built into bin/, so plugins
 # added later are picked up without editing this file.

@@ -28,7 +28,12 @@ func runDaemon(ctx *cli.Context) error {
 	level, _ := logrus.ParseLevel(cfg.Crio.Runtime.LogLevel) // validated by loadConfig
 	log.SetLevel(level)
 
-	n, err := nri.New(&cfg.Crio.NRI, nri.WithLogger(log))
+	metricsOpts, stopMetrics, err := startMetrics(&cfg.Crio.Metrics, log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	n, err := nri.New(&cfg.Crio.NRI, append(metricsOpts, nri.WithLogger(log))...)
 	if err != nil {
 		return err
 	}
