@@ -29,6 +29,7 @@ all: build
 
 build:
 	$(GO) build -tags "$(BUILDTAGS)" -ldflags "$(LDFLAGS)" -o bin/nrigate ./cmd/nrigate
+	$(GO) build -tags "$(BUILDTAGS)" -o bin/nrigate-bench ./cmd/nrigate-bench
 	@for p in $(PLUGINS); do \
 		echo "$(GO) build -o bin/$$p ./contrib/plugins/$$p"; \
 		$(GO) build -tags "$(BUILDTAGS)" -o bin/$$p ./contrib/plugins/$$p || exit 1; \
@@ -70,8 +71,12 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $${t%%:*} || exit 1; \
 	done
 
-bench:
+# bench runs the Go benchmarks, then the end-to-end benchmark of
+# cmd/nrigate-bench (needs root, runc and conmon; docs/performance.md).
+BENCH_FLAGS ?= -n 200 -rounds 3 -reps 20
+bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -tags "$(BUILDTAGS)" ./...
+	./bin/nrigate-bench $(BENCH_FLAGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
