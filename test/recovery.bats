@@ -1,0 +1,156 @@
+#!/usr/bin/env bats
+# Restart recovery: nrigate killed with SIGKILL and started again on the same
+# root and runroot lists the same pods and containers with their real states
+# and exit codes, keeps them usable, resynchronizes NRI plugins with them and
+# cleans up creates the kill interrupted.
+
+bats_require_minimum_version 1.5.0
+
+load helpers
+
+setup_file() {
+	export PATH=$PATH:$(go env GOPATH 2>/dev/null)/bin
+	export TEST_IMAGE=$BATS_FILE_TMPDIR/busybox.tar
+	if [[ -x /bin/busybox ]] && command -v jq >/dev/null; then
+		build_test_image "$TEST_IMAGE"
+	fi
+}
+
+setup() {
+	require_binary
+	require_root
+	require_cmd crictl runc conmon jq ip
+	[[ -f $TEST_IMAGE ]] || skip "test image not built (needs busybox-static and jq)"
+	setup_tmpdir
+}
+
+teardown() {
+	stop_faulty
+	cleanup_nrigate
+	cleanup_tmpdir
+}
+
+# container_state ID STATE: succeed if the container reports STATE.
+container_state() {
+	[ "$(crictl_cmd inspect "$1" | jq -r .status.state)" = "$2" ]
+}
+
+# storage_containers: how many root filesystems the storage holds.
+storage_containers() {
+	local f=$TESTDIR/root/overlay-containers/containers.json
+	[[ -f $f ]] || f=$TESTDIR/root/vfs-containers/containers.json
+	if [[ -f $f ]]; then jq length "$f"; else echo 0; fi
+}
+
+# assert_nothing_left: no pod, container, runc container, root filesystem,
+# record or pod netns of this test remains.
+assert_nothing_left() {
+	[ -z "$(crictl_cmd pods -q)" ]
+	[ -z "$(crictl_cmd ps -aq)" ]
+	[ -z "$(runc --root "$TESTDIR/runc" list -q)" ]
+	[ "$(storage_containers)" -eq 0 ]
+	[ -z "$(ls "$TESTDIR/run/nrigate/records")" ]
+}
+
+@test "after kill -9 and a restart the pods and containers are back with their states and exit codes, and still work" {
+	start_nrigate
+	crictl_cmd pull "oci-archive:$TEST_IMAGE" >/dev/null
+	pod=$(pod_config rec)
+	pid=$(crictl_cmd runp "$pod")
+	run_id=$(crictl_cmd create "$pid" "$(ctr_config sleeper sleep 1000)" "$pod")
+	crictl_cmd start "$run_id" >/dev/null
+	exit_id=$(crictl_cmd create "$pid" "$(ctr_config exit5 sh -c 'exit 5')" "$pod")
+	crictl_cmd start "$exit_id" >/dev/null
+	# Killed at once: exit5 exits around the kill, most likely after it.
+	stop_nrigate KILL
+	wait_for 10 test -s "$TESTDIR/run/nrigate/exits/$exit_id"
+
+	start_nrigate
+	assert_contains "$(cat "$TESTDIR/daemon.log")" "recovered state"
+	[ "$(crictl_cmd pods -o json | jq -r '.items[] | .id + " " + .state')" = "$pid SANDBOX_READY" ]
+	[ "$(crictl_cmd ps -a -o json | jq '.containers | length')" -eq 2 ]
+	container_state "$run_id" CONTAINER_RUNNING
+	container_state "$exit_id" CONTAINER_EXITED
+	[ "$(crictl_cmd inspect "$exit_id" | jq .status.exitCode)" -eq 5 ]
+	run --separate-stderr crictl_cmd ps -a --state exited -q
+	[ "$output" = "$exit_id" ]
+	# The names stay reserved.
+	run --separate-stderr crictl_cmd runp "$pod"
+	[ "$status" -ne 0 ]
+	assert_contains "$stderr" "already reserved"
+
+	run --separate-stderr crictl_cmd exec -s "$run_id" echo alive
+	[ "$status" -eq 0 ]
+	[ "$output" = alive ]
+	crictl_cmd stop -t 1 "$run_id" >/dev/null
+	container_state "$run_id" CONTAINER_EXITED
+	crictl_cmd rm "$run_id" "$exit_id" >/dev/null
+	crictl_cmd stopp "$pid" >/dev/null
+	crictl_cmd rmp "$pid" >/dev/null
+	assert_nothing_left
+	[ ! -e "/var/run/netns/nrigate-${pid:0:12}" ]
+}
+
+@test "a create killed in its NRI hook is cleaned up at the next start, not listed" {
+	start_nrigate_nri "$(printf '[crio.nri.policy.plugins.guard]\nfail_policy = "fail"\n')"
+	crictl_cmd pull "oci-archive:$TEST_IMAGE" >/dev/null
+	echo ok >"$TESTDIR/control"
+	start_faulty --control "$TESTDIR/control"
+	wait_for 10 guard_ready
+	pod=$(nri_pod_config web)
+	pid=$(crictl_cmd runp "$pod")
+	# The plugin now hangs on CreateContainer, with the root filesystem made.
+	echo "hang 30s" >"$TESTDIR/control"
+	crictl_cmd create "$pid" "$(ctr_config app sleep 1000)" "$pod" >/dev/null 2>&1 &
+	create_pid=$!
+	wait_for 10 grep -q "hang CreateContainer" "$TESTDIR/faulty.log"
+	stop_nrigate KILL
+	wait "$create_pid" || true
+	stop_faulty
+	# What the kill left: a record marked creating and its root filesystem.
+	[ "$(jq -s '[.[] | select(.creating == true)] | length' "$TESTDIR"/run/nrigate/records/ctr-*.json)" -eq 1 ]
+	[ "$(storage_containers)" -eq 1 ]
+
+	echo ok >"$TESTDIR/control"
+	start_nrigate_nri "$(printf '[crio.nri.policy.plugins.guard]\nfail_policy = "fail"\n')"
+	# The required plugin is not back yet: not ready, whatever was before.
+	[ "$(nri_condition NRIPluginsReady)" = false ]
+	[ "$(crictl_cmd pods -q)" = "$pid" ]
+	[ -z "$(crictl_cmd ps -aq)" ]
+	[ "$(storage_containers)" -eq 0 ]
+	[ "$(ls "$TESTDIR/run/nrigate/records")" = "pod-$pid.json" ]
+	start_faulty --control "$TESTDIR/control"
+	wait_for 10 guard_ready
+	[ "$(nri_condition NRIPluginsReady)" = true ]
+	# The same container can be created again: its name was not kept.
+	cid=$(crictl_cmd create "$pid" "$(ctr_config app sleep 1000)" "$pod")
+	crictl_cmd start "$cid" >/dev/null
+	container_state "$cid" CONTAINER_RUNNING
+	crictl_cmd rmp -f "$pid" >/dev/null
+	assert_nothing_left
+}
+
+@test "reconnecting NRI plugins are synchronized with the recovered pod and container" {
+	policy=$(printf '[crio.nri.policy.plugins.guard]\nfail_policy = "fail"\n')
+	start_nrigate_nri "$policy"
+	crictl_cmd pull "oci-archive:$TEST_IMAGE" >/dev/null
+	start_faulty
+	wait_for 10 guard_ready
+	pod=$(nri_pod_config web)
+	pid=$(crictl_cmd runp "$pod")
+	cid=$(crictl_cmd create "$pid" "$(ctr_config app sleep 1000)" "$pod")
+	crictl_cmd start "$cid" >/dev/null
+	stop_faulty
+	stop_nrigate KILL
+
+	start_nrigate_nri "$policy"
+	[ "$(nri_condition NRIPluginsReady)" = false ]
+	: >"$TESTDIR/faulty.log"
+	start_faulty
+	wait_for 10 guard_ready
+	[ "$(nri_condition NRIPluginsReady)" = true ]
+	assert_contains "$(cat "$TESTDIR/faulty.log")" "ready (synchronized 1 pods, 1 containers)"
+	container_state "$cid" CONTAINER_RUNNING
+	crictl_cmd rmp -f "$pid" >/dev/null
+	assert_nothing_left
+}
