@@ -35,10 +35,17 @@ container_state() {
 	[ "$(crictl_cmd inspect "$1" | jq -r .status.state)" = "$2" ]
 }
 
-# storage_containers: how many root filesystems the storage holds.
-storage_containers() {
+# containers_json: the storage's list of container root filesystems.
+containers_json() {
 	local f=$TESTDIR/root/overlay-containers/containers.json
 	[[ -f $f ]] || f=$TESTDIR/root/vfs-containers/containers.json
+	echo "$f"
+}
+
+# storage_containers: how many root filesystems the storage holds.
+storage_containers() {
+	local f
+	f=$(containers_json)
 	if [[ -f $f ]]; then jq length "$f"; else echo 0; fi
 }
 
@@ -151,6 +158,73 @@ assert_nothing_left() {
 	[ "$(nri_condition NRIPluginsReady)" = true ]
 	assert_contains "$(cat "$TESTDIR/faulty.log")" "ready (synchronized 1 pods, 1 containers)"
 	container_state "$cid" CONTAINER_RUNNING
+	crictl_cmd rmp -f "$pid" >/dev/null
+	assert_nothing_left
+}
+
+@test "a RunPodSandbox killed in its NRI hook leaves no pod and no netns after the next start" {
+	policy=$(printf '[crio.nri.policy.plugins.guard]\nfail_policy = "fail"\n')
+	start_nrigate_nri "$policy"
+	echo "hang 30s" >"$TESTDIR/control"
+	start_faulty --control "$TESTDIR/control"
+	wait_for 10 guard_ready
+	crictl_cmd runp "$(nri_pod_config web)" >/dev/null 2>&1 &
+	runp_pid=$!
+	wait_for 10 grep -q "hang RunPodSandbox" "$TESTDIR/faulty.log"
+	stop_nrigate KILL
+	wait "$runp_pid" || true
+	stop_faulty
+	rec=$(echo "$TESTDIR"/run/nrigate/records/pod-*.json)
+	[ "$(jq .creating "$rec")" = true ]
+	id=$(jq -r .id "$rec")
+	[ -e "/var/run/netns/nrigate-${id:0:12}" ]
+
+	start_nrigate_nri "$policy"
+	[ -z "$(crictl_cmd pods -q)" ]
+	[ ! -e "/var/run/netns/nrigate-${id:0:12}" ]
+	[ -z "$(ls "$TESTDIR/run/nrigate/records")" ]
+}
+
+# consistent: every root filesystem and runc container belongs to a listed
+# container, and no record is still marked creating.
+consistent() {
+	local listed ids
+	listed=$(crictl_cmd ps -aq --no-trunc | sort)
+	ids=$(jq -r '.[].id' "$(containers_json)" 2>/dev/null | sort)
+	[ "$ids" = "$listed" ] || { echo "storage: $ids, listed: $listed" >&2; return 1; }
+	ids=$(runc --root "$TESTDIR/runc" list -q | sort)
+	[ "$ids" = "$listed" ] || { echo "runc: $ids, listed: $listed" >&2; return 1; }
+	! grep -ls '"creating":true' "$TESTDIR"/run/nrigate/records/*.json
+}
+
+@test "killed at several points of a create, the daemon restarts with nothing lost, duplicated or left over" {
+	start_nrigate
+	crictl_cmd pull "oci-archive:$TEST_IMAGE" >/dev/null
+	pod=$(pod_config kills)
+	pid=$(crictl_cmd runp "$pod")
+	local i delay
+	i=0
+	for delay in 0.01 0.05 0.1 0.15 0.2 0.3 0.5 1; do
+		i=$((i + 1))
+		crictl_cmd create "$pid" "$(ctr_config "c$i" sleep 1000)" "$pod" >"$TESTDIR/created" 2>/dev/null &
+		create_pid=$!
+		sleep "$delay"
+		stop_nrigate KILL
+		created=
+		if wait "$create_pid"; then created=$(cat "$TESTDIR/created"); fi
+		start_nrigate
+		consistent
+		# A create that answered with an ID is not lost.
+		if [[ -n $created ]]; then
+			assert_contains "$(crictl_cmd ps -aq --no-trunc)" "$created"
+		fi
+		[ "$(crictl_cmd pods -q)" = "$pid" ]
+	done
+	echo "containers that survived the kills: $(crictl_cmd ps -aq | wc -l) of $i" >&3
+	# Whatever survived works: it starts and is removed with its pod.
+	for cid in $(crictl_cmd ps -aq); do
+		crictl_cmd start "$cid" >/dev/null
+	done
 	crictl_cmd rmp -f "$pid" >/dev/null
 	assert_nothing_left
 }
