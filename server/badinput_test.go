@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -16,8 +14,6 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/nrigate/nrigate/internal/oci"
 )
 
 // criSnapshot is what a rejected request must leave unchanged: every pod
@@ -48,30 +44,8 @@ func criSnapshot(t *testing.T, ctx context.Context, rc runtimeapi.RuntimeService
 // (never Unknown or an Internal "internal error" from a recovered panic)
 // and the pods and containers are unchanged afterwards.
 func TestBadCRIInput(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for storage, runc and netns")
-	}
-	for _, b := range []string{oci.DefaultRuntimePath, oci.DefaultMonitorPath, "/bin/busybox"} {
-		if _, err := os.Stat(b); err != nil {
-			t.Skipf("%s not installed", b)
-		}
-	}
-	if _, err := exec.LookPath("jq"); err != nil {
-		t.Skip("jq not installed")
-	}
-	dir, err := os.MkdirTemp("", "nrig")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	archive := filepath.Join(dir, "busybox.tar")
-	if out, err := exec.Command("../hack/make-test-image.sh", archive).CombinedOutput(); err != nil {
-		t.Fatalf("make-test-image: %v %s", err, out)
-	}
-	srv, err := New(Config{
-		Listen: filepath.Join(dir, "cri.sock"), Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run"),
-		RuntimeRoot: filepath.Join(dir, "runc"),
-	})
+	dir, archive := runtimeRig(t)
+	srv, err := New(rigConfig(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

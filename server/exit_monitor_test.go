@@ -4,45 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
-
-	"github.com/nrigate/nrigate/internal/oci"
 )
 
 // TestExitMonitorReportsStop checks that a container exiting by itself is
 // reported to the StopContainer hook when it exits, once, and not again when
 // it is removed.
 func TestExitMonitorReportsStop(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for storage, runc and netns")
-	}
-	for _, b := range []string{oci.DefaultRuntimePath, oci.DefaultMonitorPath, "/bin/busybox"} {
-		if _, err := os.Stat(b); err != nil {
-			t.Skipf("%s not installed", b)
-		}
-	}
-	if _, err := exec.LookPath("jq"); err != nil {
-		t.Skip("jq not installed")
-	}
-	dir, err := os.MkdirTemp("", "nrig")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	archive := filepath.Join(dir, "busybox.tar")
-	if out, err := exec.Command("../hack/make-test-image.sh", archive).CombinedOutput(); err != nil {
-		t.Fatalf("make-test-image: %v %s", err, out)
-	}
+	dir, archive := runtimeRig(t)
 	hooks := &recordingHooks{}
-	srv, err := New(Config{
-		Listen: filepath.Join(dir, "cri.sock"), Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run"),
-		RuntimeRoot: filepath.Join(dir, "runc"),
-	}, WithHooks(hooks))
+	srv, err := New(rigConfig(dir), WithHooks(hooks))
 	if err != nil {
 		t.Fatal(err)
 	}

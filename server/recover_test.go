@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,30 +21,8 @@ import (
 // keeps the names reserved, can exec in, stop and remove the recovered
 // containers, and cleans up half-finished creates instead of listing them.
 func TestRecoveryAfterRestart(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for storage, runc and netns")
-	}
-	for _, b := range []string{oci.DefaultRuntimePath, oci.DefaultMonitorPath, "/bin/busybox"} {
-		if _, err := os.Stat(b); err != nil {
-			t.Skipf("%s not installed", b)
-		}
-	}
-	if _, err := exec.LookPath("jq"); err != nil {
-		t.Skip("jq not installed")
-	}
-	dir, err := os.MkdirTemp("", "nrig")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	archive := filepath.Join(dir, "busybox.tar")
-	if out, err := exec.Command("../hack/make-test-image.sh", archive).CombinedOutput(); err != nil {
-		t.Fatalf("make-test-image: %v %s", err, out)
-	}
-	cfg := Config{
-		Listen: filepath.Join(dir, "cri.sock"), Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run"),
-		RuntimeRoot: filepath.Join(dir, "runc"),
-	}
+	dir, archive := runtimeRig(t)
+	cfg := rigConfig(dir)
 	hooks1 := &recordingHooks{}
 	srv, err := New(cfg, WithHooks(hooks1))
 	if err != nil {

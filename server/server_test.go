@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -152,31 +151,9 @@ func TestStatusConditionsAndVerbose(t *testing.T) {
 
 // TestCRIEndToEnd drives the server over its socket like crictl does.
 func TestCRIEndToEnd(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for storage, runc and netns")
-	}
-	for _, b := range []string{oci.DefaultRuntimePath, oci.DefaultMonitorPath, "/bin/busybox"} {
-		if _, err := os.Stat(b); err != nil {
-			t.Skipf("%s not installed", b)
-		}
-	}
-	if _, err := exec.LookPath("jq"); err != nil {
-		t.Skip("jq not installed")
-	}
-	dir, err := os.MkdirTemp("", "nrig")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	archive := filepath.Join(dir, "busybox.tar")
-	if out, err := exec.Command("../hack/make-test-image.sh", archive).CombinedOutput(); err != nil {
-		t.Fatalf("make-test-image: %v %s", err, out)
-	}
+	dir, archive := runtimeRig(t)
 	hooks := &recordingHooks{}
-	srv, err := New(Config{
-		Listen: filepath.Join(dir, "cri.sock"), Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run"),
-		RuntimeRoot: filepath.Join(dir, "runc"),
-	}, WithHooks(hooks))
+	srv, err := New(rigConfig(dir), WithHooks(hooks))
 	if err != nil {
 		t.Fatal(err)
 	}
