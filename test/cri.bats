@@ -7,11 +7,7 @@ bats_require_minimum_version 1.5.0
 load helpers
 
 setup_file() {
-	export PATH=$PATH:$(go env GOPATH 2>/dev/null)/bin
-	export TEST_IMAGE=$BATS_FILE_TMPDIR/busybox.tar
-	if [[ -x /bin/busybox ]] && command -v jq >/dev/null; then
-		build_test_image "$TEST_IMAGE"
-	fi
+	setup_test_image_file
 }
 
 setup() {

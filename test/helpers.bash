@@ -90,6 +90,18 @@ build_test_image() {
 	"$REPO_ROOT/hack/make-test-image.sh" "$1" >/dev/null
 }
 
+# setup_test_image_file: the setup_file of the daemon suites. Puts crictl
+# (installed with go install) on PATH and builds the test image once per
+# file into $TEST_IMAGE, when busybox-static and jq are there to build it;
+# the suites' setup skips with a reason otherwise.
+setup_test_image_file() {
+	export PATH=$PATH:$(go env GOPATH 2>/dev/null)/bin
+	export TEST_IMAGE=$BATS_FILE_TMPDIR/busybox.tar
+	if [[ -x /bin/busybox ]] && command -v jq >/dev/null; then
+		build_test_image "$TEST_IMAGE"
+	fi
+}
+
 # start_nrigate [TOML]: write a main config and a drop-in (extra TOML from
 # $1) pointing every socket and directory into $TESTDIR, start the daemon
 # and wait until `crictl info` answers. Sets DAEMON_PID, CRI_SOCK and
