@@ -98,6 +98,13 @@ install-deps:
 # run starts the daemon in the foreground with the sample policy of
 # contrib/demo (plugin nri-faulty required, fail-closed).
 run: install-deps build
+	./hack/make-test-image.sh bin/busybox.tar
+	@echo "nrigate starts in the foreground with contrib/demo/crio.conf.d/ (nri-faulty required, fail, 3s wait, namespace system exempt)."
+	@echo "In another shell, as root:"
+	@echo "  crictl --runtime-endpoint unix:///var/run/nrigate/nrigate.sock info     # NRIPluginsReady=false until the plugin runs"
+	@echo "  crictl --runtime-endpoint unix:///var/run/nrigate/nrigate.sock pull oci-archive:$(CURDIR)/bin/busybox.tar"
+	@echo "  bin/nri-faulty --name nri-faulty                                         # the required plugin, on /var/run/nri/nri.sock"
+	@echo "  bin/nrigate --listen /var/run/nrigate/nrigate.sock status nri"
 	./bin/nrigate --config contrib/demo/crio.conf --config-dir contrib/demo/crio.conf.d
 
 # demo walks through the policy against a daemon it starts and stops
