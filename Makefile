@@ -40,7 +40,7 @@ build:
 # test is everything CI runs. Go tests run once (test-go covers unit and
 # ginkgo integration suites alike); test-unit and test-integration are
 # narrower entry points for development.
-test: install-deps build test-go fuzz test-bats
+test: install-deps lint build test-go fuzz test-bats
 
 test-go:
 	$(GO) test $(GOTEST_FLAGS) -tags "$(BUILDTAGS)" ./...
