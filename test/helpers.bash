@@ -102,6 +102,15 @@ setup_test_image_file() {
 	fi
 }
 
+# require_daemon_suite: the preconditions of every test that runs the
+# daemon with real containers; skips with the reason when one is missing.
+require_daemon_suite() {
+	require_binary
+	require_root
+	require_cmd crictl runc conmon jq ip
+	[[ -f $TEST_IMAGE ]] || skip "test image not built (needs busybox-static and jq)"
+}
+
 # start_nrigate [TOML]: write a main config and a drop-in (extra TOML from
 # $1) pointing every socket and directory into $TESTDIR, start the daemon
 # and wait until `crictl info` answers. Sets DAEMON_PID, CRI_SOCK and

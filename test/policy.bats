@@ -12,11 +12,8 @@ setup_file() {
 }
 
 setup() {
-	require_binary
-	require_root
-	require_cmd crictl runc conmon jq ip
+	require_daemon_suite
 	[[ -x $NRI_FAULTY_BINARY ]] || skip "$NRI_FAULTY_BINARY not built (run make build)"
-	[[ -f $TEST_IMAGE ]] || skip "test image not built (needs busybox-static and jq)"
 	setup_tmpdir
 }
 

@@ -13,10 +13,7 @@ setup_file() {
 }
 
 setup() {
-	require_binary
-	require_root
-	require_cmd crictl runc conmon jq ip
-	[[ -f $TEST_IMAGE ]] || skip "test image not built (needs busybox-static and jq)"
+	require_daemon_suite
 	setup_tmpdir
 }
 

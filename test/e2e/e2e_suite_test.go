@@ -147,12 +147,7 @@ func (d *daemon) cleanup() {
 
 // runPod creates a pod in namespace default.
 func (d *daemon) runPod(name string) (string, *runtimeapi.PodSandboxConfig) {
-	cfg := &runtimeapi.PodSandboxConfig{
-		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: name + "-uid"},
-		LogDirectory: filepath.Join(d.dir, "logs", name),
-		Linux:        &runtimeapi.LinuxPodSandboxConfig{},
-	}
-	r, err := d.rt.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
-	Expect(err).NotTo(HaveOccurred())
-	return r.PodSandboxId, cfg
+	id, cfg, err := d.newPod(name)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return id, cfg
 }

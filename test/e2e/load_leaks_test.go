@@ -58,7 +58,8 @@ func ctrConfig(name string) *runtimeapi.ContainerConfig {
 	}
 }
 
-// newPod is runPod without the Gomega assertion, for client goroutines.
+// newPod runs a pod and returns its error, for client goroutines (runPod
+// asserts on it).
 func (d *daemon) newPod(name string) (string, *runtimeapi.PodSandboxConfig, error) {
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: name + "-uid"},
