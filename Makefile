@@ -19,6 +19,11 @@ BATS ?= bats
 CRICTL_VERSION ?= v1.37.0
 APT_PACKAGES := runc conmon bats busybox-static jq gcc libc6-dev iproute2 curl
 
+# pkg/nripolicy is a Go module of its own (so that CRI-O and containerd
+# can require it without the root module's dependencies); the root module
+# replaces it with this checkout. Every Go target runs in both modules.
+POLICY_MOD := pkg/nripolicy
+
 # Every main package under contrib/plugins is built into bin/, so plugins
 # added later are picked up without editing this file.
 PLUGINS := $(notdir $(patsubst %/,%,$(dir $(wildcard contrib/plugins/*/main.go))))
@@ -44,18 +49,21 @@ test: install-deps lint build test-go fuzz test-bats
 
 test-go:
 	$(GO) test $(GOTEST_FLAGS) -tags "$(BUILDTAGS)" ./...
+	cd $(POLICY_MOD) && $(GO) test $(GOTEST_FLAGS) ./...
 
 # test-unit runs the fast tests only: suites that need root, runc or a
 # running daemon skip themselves under -short.
 test-unit:
 	$(GO) test $(GOTEST_FLAGS) -short -tags "$(BUILDTAGS)" ./...
+	cd $(POLICY_MOD) && $(GO) test $(GOTEST_FLAGS) -short ./...
 
 # test-integration runs the ginkgo and end-to-end suites (test/ and the
 # integration tests of the packages), without -short.
 # (go list drops ./test/... while it holds no Go package yet.)
-INTEGRATION_PKGS = $(shell $(GO) list ./test/... 2>/dev/null) ./pkg/nripolicy/...
+INTEGRATION_PKGS = $(shell $(GO) list ./test/... 2>/dev/null)
 test-integration: build
 	$(GO) test $(GOTEST_FLAGS) -tags "$(BUILDTAGS)" $(INTEGRATION_PKGS)
+	cd $(POLICY_MOD) && $(GO) test $(GOTEST_FLAGS) ./...
 
 test-bats: build
 	$(BATS) test/*.bats
@@ -64,11 +72,13 @@ test-bats: build
 # package and one target per run): 3 x FUZZTIME, 30 s in CI. The seed
 # corpora under */testdata/fuzz/ also run in every plain go test.
 FUZZTIME ?= 10s
-FUZZ_TARGETS := ./pkg/config:FuzzLoad ./pkg/nripolicy:FuzzPluginConfig ./pkg/nripolicy:FuzzScope
+# Each target is MODULE_DIR:PACKAGE:FUZZ_FUNC.
+FUZZ_TARGETS := .:./pkg/config:FuzzLoad $(POLICY_MOD):.:FuzzPluginConfig $(POLICY_MOD):.:FuzzScope
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
-		echo "$(GO) test -run '^$$' -fuzz '^$${t#*:}$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $${t%%:*}"; \
-		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $${t%%:*} || exit 1; \
+		IFS=: read -r dir pkg fn <<<"$$t"; \
+		echo "(cd $$dir && $(GO) test -run '^$$' -fuzz '^$$fn$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$pkg)"; \
+		(cd $$dir && $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$pkg) || exit 1; \
 	done
 
 # bench runs the Go benchmarks, then the end-to-end benchmark of
@@ -76,12 +86,14 @@ fuzz:
 BENCH_FLAGS ?= -n 200 -rounds 3 -reps 20
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -tags "$(BUILDTAGS)" ./...
+	cd $(POLICY_MOD) && $(GO) test -run '^$$' -bench . -benchmem ./...
 	./bin/nrigate-bench $(BENCH_FLAGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet -tags "$(BUILDTAGS)" ./...
+	cd $(POLICY_MOD) && $(GO) vet ./...
 
 install-deps:
 	@missing=""; \

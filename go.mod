@@ -5,7 +5,6 @@ go 1.26.8
 require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/containerd/nri v0.12.5
-	github.com/containerd/ttrpc v1.2.10
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/onsi/ginkgo/v2 v2.34.0
 	github.com/onsi/gomega v1.44.0
@@ -17,11 +16,15 @@ require (
 	go.podman.io/image/v5 v5.42.1
 	go.podman.io/storage v1.65.1
 	golang.org/x/sys v0.49.0
-	google.golang.org/genproto/googleapis/rpc v0.0.0-20260825221802-da73d73af1c5
 	google.golang.org/grpc v1.85.0
-	google.golang.org/protobuf v1.36.12
-	k8s.io/apimachinery v0.37.2
 	k8s.io/cri-api v0.37.2
+)
+
+require (
+	github.com/containerd/ttrpc v1.2.10 // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260825221802-da73d73af1c5 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+	k8s.io/apimachinery v0.37.2 // indirect
 )
 
 require (
@@ -79,6 +82,7 @@ require (
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.3-0.20250322232337-35a7c28c31ee // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/nrigate/nrigate/pkg/nripolicy v0.0.0-00010101000000-000000000000
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opencontainers/selinux v1.15.1 // indirect
 	github.com/proglottis/gpgme v0.1.6 // indirect
@@ -119,3 +123,5 @@ require (
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
 )
+
+replace github.com/nrigate/nrigate/pkg/nripolicy => ./pkg/nripolicy

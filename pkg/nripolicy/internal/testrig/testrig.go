@@ -56,16 +56,23 @@ var (
 	buildErr  error
 )
 
-// FaultyBinary builds contrib/plugins/nri-faulty once per test process and
-// returns the path of the binary.
+// FaultyBinary returns the nri-faulty plugin binary: $NRI_FAULTY_BIN if
+// set (make builds bin/nri-faulty), otherwise it builds
+// contrib/plugins/nri-faulty of the repository that holds this module,
+// once per test process.
 func FaultyBinary() (string, error) {
+	if bin := os.Getenv("NRI_FAULTY_BIN"); bin != "" {
+		return bin, nil
+	}
 	buildOnce.Do(func() {
 		out, err := exec.Command("go", "env", "GOMOD").Output()
 		if err != nil {
 			buildErr = fmt.Errorf("go env GOMOD: %w", err)
 			return
 		}
-		root := filepath.Dir(strings.TrimSpace(string(out)))
+		// This module is pkg/nripolicy of the nrigate repository; the
+		// plugin belongs to the root module two levels up.
+		root := filepath.Join(filepath.Dir(strings.TrimSpace(string(out))), "..", "..")
 		dir, err := os.MkdirTemp("", "nri-faulty-bin")
 		if err != nil {
 			buildErr = err
@@ -75,7 +82,7 @@ func FaultyBinary() (string, error) {
 		cmd := exec.Command("go", "build", "-o", bin, "./contrib/plugins/nri-faulty")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("building nri-faulty: %v\n%s", err, out)
+			buildErr = fmt.Errorf("building nri-faulty in %s: %v\n%s", root, err, out)
 			return
 		}
 		buildBin = bin
