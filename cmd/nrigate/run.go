@@ -33,7 +33,7 @@ func runDaemon(ctx *cli.Context) error {
 		return err
 	}
 	defer stopMetrics()
-	n, err := nri.New(&cfg.Crio.NRI, append(metricsOpts, nri.WithLogger(log))...)
+	n, err := nri.New(&cfg.Crio.NRI, append(metricsOpts, nri.WithLogger(log), nri.WithDefaultRuntimeHandler(cfg.Crio.Runtime.DefaultRuntime))...)
 	if err != nil {
 		return err
 	}

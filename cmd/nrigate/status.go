@@ -15,6 +15,7 @@ import (
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nrigate/nrigate/internal/nri"
+	"github.com/nrigate/nrigate/pkg/nripolicy"
 	"github.com/nrigate/nrigate/server"
 )
 
@@ -63,14 +64,14 @@ func statusNRI(ctx *cli.Context) error {
 	if !ok {
 		return fmt.Errorf("the daemon at %s reports no %q status (not nrigate?)", ep, nri.VerboseInfoKey)
 	}
-	var info nri.Info
+	var info nripolicy.Info
 	if err := json.Unmarshal([]byte(raw), &info); err != nil {
 		return fmt.Errorf("decoding the NRI status: %w", err)
 	}
 	return printNRIStatus(ctx.App.Writer, &info, resp.GetStatus().GetConditions())
 }
 
-func printNRIStatus(w io.Writer, info *nri.Info, conds []*runtimeapi.RuntimeCondition) error {
+func printNRIStatus(w io.Writer, info *nripolicy.Info, conds []*runtimeapi.RuntimeCondition) error {
 	if !info.Enabled {
 		_, err := fmt.Fprintln(w, "NRI is disabled")
 		return err

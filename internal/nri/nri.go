@@ -8,7 +8,6 @@ package nri
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -33,7 +32,7 @@ import (
 const RuntimeName = "nrigate"
 
 // VerboseInfoKey is the key of the NRI entry in verbose CRI Status.
-const VerboseInfoKey = "nri"
+const VerboseInfoKey = nripolicy.VerboseInfoKey
 
 // ErrDisabled is returned by operations that need NRI when it is disabled.
 var ErrDisabled = errors.New("nri: NRI is disabled")
@@ -92,6 +91,15 @@ func WithMetrics(m Metrics) Option {
 	}
 }
 
+// WithDefaultRuntimeHandler names the runtime's default handler, which
+// runtime_handlers scopes match for pods that name no handler.
+func WithDefaultRuntimeHandler(name string) Option {
+	return func(n *NRI) error {
+		n.defaultHandler = name
+		return nil
+	}
+}
+
 // NRI is the NRI integration. With NRI disabled every hook is a no-op and
 // Status gets no NRI condition.
 type NRI struct {
@@ -101,6 +109,8 @@ type NRI struct {
 	adapt  *adaptation.Adaptation
 	// metrics is nil without WithMetrics.
 	metrics Metrics
+	// defaultHandler is the handler of pods that name none.
+	defaultHandler string
 
 	mu sync.RWMutex
 	rt Runtime
@@ -128,6 +138,7 @@ func New(cfg *config.NRIConfig, opts ...Option) (*NRI, error) {
 		// policy's own warnings say the same in prose, so they go to debug.
 		nripolicy.WithLogger(quietLogger{n.log.WithField("component", "nripolicy")}),
 		nripolicy.WithDecisionHook(decisionLogger{n}),
+		nripolicy.WithDefaultRuntimeHandler(n.defaultHandler),
 	}
 	var runtimeMetrics adaptation.Metrics
 	if n.metrics != nil {
@@ -231,48 +242,15 @@ func (n *NRI) Conditions() []*runtimeapi.RuntimeCondition {
 	return out
 }
 
-// Info is the verbose Status "nri" entry.
-type Info struct {
-	Enabled bool              `json:"enabled"`
-	Socket  string            `json:"socket,omitempty"`
-	Policy  *nripolicy.Config `json:"policy,omitempty"`
-	Plugins []PluginInfo      `json:"plugins"`
-}
-
-// PluginInfo is one plugin of the verbose Status "nri" entry.
-type PluginInfo struct {
-	Key        string    `json:"key"`
-	Name       string    `json:"name"`
-	Index      string    `json:"index,omitempty"`
-	State      string    `json:"state"`
-	Configured bool      `json:"configured"`
-	Events     []string  `json:"events"`
-	FailPolicy string    `json:"fail_policy,omitempty"`
-	Readiness  string    `json:"readiness,omitempty"`
-	Since      time.Time `json:"since"`
-	LastError  string    `json:"last_error,omitempty"`
-}
-
-// VerboseInfo returns the verbose Status entries (JSON values).
+// VerboseInfo returns the verbose Status entries (JSON values): the
+// policy's "nri" entry, the same document CRI-O and containerd publish.
 func (n *NRI) VerboseInfo() map[string]string {
-	info := Info{Enabled: n.Enabled(), Plugins: []PluginInfo{}}
-	if n.Enabled() {
-		info.Socket = n.cfg.SocketPath
-		info.Policy = n.policy.Config()
-		for _, p := range n.policy.Snapshot() {
-			info.Plugins = append(info.Plugins, PluginInfo{
-				Key: p.Key, Name: p.Name, Index: p.Index, State: string(p.State), Configured: p.Configured,
-				Events: p.Events, FailPolicy: string(p.FailPolicy), Readiness: string(p.Readiness),
-				Since: p.Since, LastError: p.LastError,
-			})
-		}
-	}
-	b, err := json.Marshal(info)
+	info, err := n.policy.VerboseInfo(n.cfg.SocketPath)
 	if err != nil {
 		n.log.WithError(err).Warn("cannot marshal NRI status")
 		return nil
 	}
-	return map[string]string{VerboseInfoKey: string(b)}
+	return info
 }
 
 // refusal turns a relay or policy error into the CRI error: a policy

@@ -334,7 +334,11 @@ func (c *Config) Validate() error {
 	if nri.PluginRequestTimeout <= 0 {
 		return bad("crio.nri.nri_plugin_request_timeout", q(nri.PluginRequestTimeout.Std().String()), "must be a positive duration")
 	}
-	if err := nri.Policy.Validate(); err != nil {
+	policyErr := nri.Policy.Validate()
+	if policyErr == nil {
+		policyErr = nri.Policy.CheckNRIEnabled(nri.Enabled, "crio.nri.enable_nri = false")
+	}
+	if err := policyErr; err != nil {
 		var fe *nripolicy.FieldError
 		if errors.As(err, &fe) {
 			return &ValidationError{Key: PolicyKeyPrefix + "." + fe.Key, Value: fe.Value, Allowed: fe.Allowed, cause: err}

@@ -289,6 +289,8 @@ func TestValidationErrors(t *testing.T) {
 			[]string{"crio.metrics.metrics_port", "70000", "0-65535"}, false},
 		{"relative listen", "[crio.api]\nlisten = \"nrigate.sock\"\n",
 			[]string{"crio.api.listen", `"nrigate.sock"`, "absolute path"}, false},
+		{"policy with NRI disabled", "[crio.nri]\nenable_nri = false\n" + policy + `fail_policy = "fail"`,
+			[]string{"crio.nri.policy.plugins", `["guard"]`, "enable_nri = false", "gate nothing"}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

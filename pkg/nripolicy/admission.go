@@ -99,9 +99,12 @@ type missingPlugin struct {
 // added the plugin to its relay list.
 func (p *Policy) Admit(ctx context.Context, req Request) (context.Context, *Admission, error) {
 	pol := p.cur.Load()
-	reqs := pol.required(req.Event, req.Pod)
+	reqs := pol.required(req.Event, req.Pod, p.defaultHandler)
 	if len(reqs) == 0 {
 		return ctx, trivial, nil
+	}
+	if p.adaptation.Load() == nil {
+		return nil, nil, fmt.Errorf("%w: refusing %s of %s/%s", ErrNotAttached, req.Event, req.Pod.GetNamespace(), req.Pod.GetName())
 	}
 	ev := req.Event.apiEvent()
 	a := &Admission{p: p, pol: pol, event: req.Event, ns: req.Pod.GetNamespace(), pod: req.Pod.GetName(), ctr: req.Container.GetName()}

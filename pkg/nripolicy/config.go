@@ -67,11 +67,18 @@ const (
 // DefaultEvents returns the gated events of a plugin that sets none.
 func DefaultEvents() []Event { return []Event{EventCreateContainer} }
 
-// GatedEvents lists every event that can be gated, in a stable order.
-var GatedEvents = []Event{EventRunPodSandbox, EventCreateContainer, EventUpdateContainer}
+// GatedEvents returns every event that can be gated, in a stable order.
+func GatedEvents() []Event { return gatedEvents[:] }
 
-// ErrInvalidConfig is wrapped by every validation error.
-var ErrInvalidConfig = errors.New("invalid NRI policy configuration")
+var gatedEvents = [...]Event{EventRunPodSandbox, EventCreateContainer, EventUpdateContainer}
+
+var (
+	// ErrInvalidConfig is wrapped by every validation error.
+	ErrInvalidConfig = errors.New("invalid NRI policy configuration")
+	// ErrPolicyWithoutNRI is wrapped by the error of a policy that names
+	// plugins while the runtime's NRI support is disabled: it would gate nothing.
+	ErrPolicyWithoutNRI = errors.New("NRI policy names plugins but NRI is disabled")
+)
 
 // Duration is a time.Duration that reads and writes Go duration strings
 // ("5s") in TOML, JSON and YAML.
@@ -150,6 +157,8 @@ type FieldError struct {
 	Key     string
 	Value   string
 	Allowed string
+	// Err is a more specific sentinel the error matches, if any.
+	Err error
 }
 
 // Error implements error.
@@ -157,8 +166,13 @@ func (e *FieldError) Error() string {
 	return fmt.Sprintf("%s = %s: %s", e.Key, e.Value, e.Allowed)
 }
 
-// Unwrap makes every FieldError match ErrInvalidConfig.
-func (e *FieldError) Unwrap() error { return ErrInvalidConfig }
+// Unwrap makes every FieldError match ErrInvalidConfig, and Err if set.
+func (e *FieldError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrInvalidConfig, e.Err}
+	}
+	return []error{ErrInvalidConfig}
+}
 
 // PluginKeyPrefix is the dotted prefix of a plugin's keys, relative to the policy table.
 func PluginKeyPrefix(key string) string { return fmt.Sprintf("plugins.%q", key) }
@@ -188,12 +202,30 @@ func (c *Config) Validate() error {
 		if err := p.Validate(); err != nil {
 			var fe *FieldError
 			if errors.As(err, &fe) {
-				return &FieldError{Key: prefix + "." + fe.Key, Value: fe.Value, Allowed: fe.Allowed}
+				return &FieldError{Key: prefix + "." + fe.Key, Value: fe.Value, Allowed: fe.Allowed, Err: fe.Err}
 			}
 			return fmt.Errorf("%s: %w", prefix, err)
 		}
 	}
 	return nil
+}
+
+// CheckNRIEnabled returns an error wrapping ErrPolicyWithoutNRI (and
+// ErrInvalidConfig) when the policy names plugins but the runtime's NRI
+// support is disabled. Runtimes call it from their config validation,
+// with the name of their own enable key (enable_nri in CRI-O, disable in
+// containerd's NRI plugin table) in enableKey.
+func (c *Config) CheckNRIEnabled(enabled bool, enableKey string) error {
+	if enabled || len(c.Plugins) == 0 {
+		return nil
+	}
+	names := c.Names()
+	for i, n := range names {
+		names[i] = fmt.Sprintf("%q", n)
+	}
+	return &FieldError{Key: "plugins", Value: "[" + strings.Join(names, ", ") + "]",
+		Allowed: fmt.Sprintf("NRI is disabled (%s), so the policy would gate nothing: enable NRI or remove the plugin tables", enableKey),
+		Err:     ErrPolicyWithoutNRI}
 }
 
 // validatePluginKey accepts a plugin base name or INDEX-NAME.
@@ -270,7 +302,7 @@ func (p *PluginConfig) Gates(e Event) bool {
 }
 
 func (e Event) gated() bool {
-	for _, g := range GatedEvents {
+	for _, g := range gatedEvents {
 		if g == e {
 			return true
 		}

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 )
 
 var (
@@ -16,6 +19,11 @@ var (
 	// ErrPluginNotActed is wrapped by a refusal after the relay: the plugin
 	// was skipped, timed out or lost its connection during the request.
 	ErrPluginNotActed = errors.New("required NRI plugin did not act on the request")
+	// ErrNotAttached is returned by Admit for a request that a plugin is
+	// required for when the runtime never called Attach: the policy cannot
+	// tell whether upstream relays to a just-synchronized plugin, so it
+	// fails closed.
+	ErrNotAttached = errors.New("nri: policy not attached to an adaptation (the runtime must call Policy.Attach before Start)")
 )
 
 // RefusalError is the error of a refused gated request. It names the
@@ -70,4 +78,11 @@ func (e *RefusalError) Unwrap() []error {
 		errs = append(errs, e.Cause)
 	}
 	return errs
+}
+
+// GRPCStatus makes a refusal reach CRI clients as FailedPrecondition with
+// the refusal text, also when the runtime wraps it (status.FromError
+// unwraps): the kubelet shows the text in the pod's events.
+func (e *RefusalError) GRPCStatus() *grpcstatus.Status {
+	return grpcstatus.New(codes.FailedPrecondition, e.Error())
 }

@@ -170,7 +170,7 @@ func FuzzScope(f *testing.F) {
 		}
 		wantRefused := inScope && !exempt && effective.Policy() == FailPolicyFail
 
-		for _, ev := range GatedEvents {
+		for _, ev := range GatedEvents() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			req := Request{Event: ev, Pod: pod}
 			if ev != EventRunPodSandbox {

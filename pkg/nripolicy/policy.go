@@ -92,6 +92,17 @@ func WithReadinessHook(h ReadinessHook) Option {
 	}
 }
 
+// WithDefaultRuntimeHandler names the runtime's default handler (CRI-O's
+// default_runtime, containerd's default_runtime_name). A pod without a
+// runtime handler (the kubelet sends none for pods without a RuntimeClass)
+// runs with it, so runtime_handlers scopes match it under that name.
+func WithDefaultRuntimeHandler(name string) Option {
+	return func(p *Policy) error {
+		p.defaultHandler = name
+		return nil
+	}
+}
+
 type nopLogger struct{}
 
 func (nopLogger) Debugf(string, ...any) {}
@@ -116,6 +127,8 @@ type Policy struct {
 
 	cur atomic.Pointer[compiled]
 	trk *tracker
+	// defaultHandler is the handler of pods that name none.
+	defaultHandler string
 
 	// adaptation is set by Attach; Admit uses its BlockPluginSync as a
 	// barrier after a plugin's synchronization (see Admit).
@@ -150,9 +163,9 @@ func New(cfg *Config, opts ...Option) (*Policy, error) {
 }
 
 // Attach tells the policy which adaptation it is wired into. Call it after
-// adaptation.New and before Start. Without it Admit cannot wait for
-// upstream to add a just-synchronized plugin to its relay list, and the
-// first request after a plugin's registration may be refused needlessly.
+// adaptation.New and before Start. Admit needs it to wait for upstream to
+// add a just-synchronized plugin to its relay list; without it Admit
+// refuses every request that a plugin is required for (ErrNotAttached).
 func (p *Policy) Attach(a *adaptation.Adaptation) {
 	p.adaptation.Store(a)
 }

@@ -107,7 +107,7 @@ func compile(cfg *Config) (*compiled, error) {
 		c.plugins = append(c.plugins, r)
 	}
 	sort.Slice(c.plugins, func(i, j int) bool { return c.plugins[i].key < c.plugins[j].key })
-	for _, e := range GatedEvents {
+	for _, e := range gatedEvents {
 		for _, r := range c.plugins {
 			if r.events&e.bit() != 0 {
 				c.byEvent[e.bit()] = append(c.byEvent[e.bit()], r)
@@ -136,8 +136,9 @@ func (c *compiled) exemptPod(pod *api.PodSandbox) (bool, string) {
 	return false, ""
 }
 
-// inScope reports whether the pod is in the scope of r.
-func (r *requirement) inScope(pod *api.PodSandbox) bool {
+// inScope reports whether the pod is in the scope of r; a pod without a
+// runtime handler runs with defHandler.
+func (r *requirement) inScope(pod *api.PodSandbox, defHandler string) bool {
 	ns := pod.GetNamespace()
 	if len(r.namespaces) > 0 && !matchAny(r.namespaces, ns) {
 		return false
@@ -147,6 +148,9 @@ func (r *requirement) inScope(pod *api.PodSandbox) bool {
 	}
 	if len(r.handlers) > 0 {
 		h, ok := pod.GetRuntimeHandler(), false
+		if h == "" {
+			h = defHandler
+		}
 		for _, x := range r.handlers {
 			if x == h {
 				ok = true
@@ -200,7 +204,7 @@ func matchAny(patterns []nsPattern, s string) bool {
 
 // required returns the requirements for ev that apply to pod. The slice
 // is shared when every requirement applies; callers must not modify it.
-func (c *compiled) required(ev Event, pod *api.PodSandbox) []*requirement {
+func (c *compiled) required(ev Event, pod *api.PodSandbox, defHandler string) []*requirement {
 	all := c.byEvent[ev.bit()]
 	if len(all) == 0 {
 		return nil
@@ -209,11 +213,11 @@ func (c *compiled) required(ev Event, pod *api.PodSandbox) []*requirement {
 		return nil
 	}
 	for i, r := range all {
-		if !r.inScope(pod) {
+		if !r.inScope(pod, defHandler) {
 			// Copy on the first miss only: the common case allocates nothing.
 			out := append(make([]*requirement, 0, len(all)-1), all[:i]...)
 			for _, r := range all[i+1:] {
-				if r.inScope(pod) {
+				if r.inScope(pod, defHandler) {
 					out = append(out, r)
 				}
 			}

@@ -50,7 +50,7 @@ func TestScope(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := len(c.required(tc.ev, tc.pod)) == 1
+			got := len(c.required(tc.ev, tc.pod, "")) == 1
 			if got != tc.want {
 				t.Errorf("in scope = %v, want %v", got, tc.want)
 			}
@@ -69,11 +69,11 @@ func TestRequiredFiltersSome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := c.required(EventCreateContainer, pod("default", "p", nil))
+	got := c.required(EventCreateContainer, pod("default", "p", nil), "")
 	if len(got) != 2 || got[0].key != "a" || got[1].key != "c" {
 		t.Fatalf("required = %v, want a and c", keys(got))
 	}
-	if all := c.required(EventCreateContainer, pod("other", "p", nil)); len(all) != 3 {
+	if all := c.required(EventCreateContainer, pod("other", "p", nil), ""); len(all) != 3 {
 		t.Fatalf("required = %v, want all three", keys(all))
 	}
 	if len(c.byEvent[EventCreateContainer.bit()]) != 3 {

@@ -1,6 +1,7 @@
 package nripolicy
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -246,4 +247,64 @@ func (p *Policy) Conditions() []Condition {
 // plugin's state or of the policy. Call it again for the next change.
 func (p *Policy) Changed() <-chan struct{} {
 	return p.trk.view().changed
+}
+
+// VerboseInfoKey is the key of the policy's entry in the verbose CRI
+// Status info (crictl info), in every runtime.
+const VerboseInfoKey = "nri"
+
+// Info is the verbose CRI Status entry of the NRI integration and its
+// policy. Runtimes publish it under VerboseInfoKey, so that operators and
+// tools read the same document from CRI-O, containerd and nrigate.
+type Info struct {
+	// Enabled says whether the runtime's NRI support is enabled.
+	Enabled bool `json:"enabled"`
+	// Socket is the NRI socket plugins connect to.
+	Socket string `json:"socket,omitempty"`
+	// Policy is the policy in effect, with its defaults filled in.
+	Policy *Config `json:"policy,omitempty"`
+	// Plugins are the configured plugins and the connected unconfigured ones.
+	Plugins []PluginInfo `json:"plugins"`
+}
+
+// PluginInfo is one plugin in Info.
+type PluginInfo struct {
+	Key        string    `json:"key"`
+	Name       string    `json:"name"`
+	Index      string    `json:"index,omitempty"`
+	State      string    `json:"state"`
+	Configured bool      `json:"configured"`
+	Events     []string  `json:"events"`
+	FailPolicy string    `json:"fail_policy,omitempty"`
+	Readiness  string    `json:"readiness,omitempty"`
+	Since      time.Time `json:"since"`
+	LastError  string    `json:"last_error,omitempty"`
+}
+
+// Info returns the verbose Status entry; on a nil Policy (NRI disabled)
+// it says so and lists no plugins.
+func (p *Policy) Info(socket string) Info {
+	info := Info{Plugins: []PluginInfo{}}
+	if p == nil {
+		return info
+	}
+	info.Enabled, info.Socket, info.Policy = true, socket, p.cur.Load().cfg.clone()
+	for _, ps := range p.Snapshot() {
+		info.Plugins = append(info.Plugins, PluginInfo{
+			Key: ps.Key, Name: ps.Name, Index: ps.Index, State: string(ps.State), Configured: ps.Configured,
+			Events: ps.Events, FailPolicy: string(ps.FailPolicy), Readiness: string(ps.Readiness),
+			Since: ps.Since, LastError: ps.LastError,
+		})
+	}
+	return info
+}
+
+// VerboseInfo returns Info as the JSON value of VerboseInfoKey, ready to
+// merge into the verbose CRI Status info map. A nil Policy is NRI disabled.
+func (p *Policy) VerboseInfo(socket string) (map[string]string, error) {
+	b, err := json.Marshal(p.Info(socket))
+	if err != nil {
+		return nil, fmt.Errorf("nri: marshalling the verbose status: %w", err)
+	}
+	return map[string]string{VerboseInfoKey: string(b)}, nil
 }
