@@ -28,6 +28,13 @@ POLICY_MOD := pkg/nripolicy
 # added later are picked up without editing this file.
 PLUGINS := $(notdir $(patsubst %/,%,$(dir $(wildcard contrib/plugins/*/main.go))))
 
+# Real runtimes built from their released modules with our patch series:
+# each makefile adds its build and test targets and appends its test
+# target to RUNTIME_TESTS, which make test runs after the in-tree suites.
+RUNTIME_TESTS :=
+-include contrib/cri-o/crio.mk
+-include contrib/containerd/containerd.mk
+
 .PHONY: all build test test-go test-unit test-integration test-bats bench fuzz lint install-deps run demo clean
 
 all: build
@@ -45,7 +52,7 @@ build:
 # test is everything CI runs. Go tests run once (test-go covers unit and
 # ginkgo integration suites alike); test-unit and test-integration are
 # narrower entry points for development.
-test: install-deps lint build test-go fuzz test-bats
+test: install-deps lint build test-go fuzz test-bats $(RUNTIME_TESTS)
 
 test-go:
 	$(GO) test $(GOTEST_FLAGS) -tags "$(BUILDTAGS)" ./...
