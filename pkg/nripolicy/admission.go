@@ -48,14 +48,11 @@ type Admission struct {
 	pod    string
 	ctr    string
 	waited time.Duration
-	// acts are the requirements whose plugin subscribes to the event and
-	// so must answer it during the relay.
-	acts    []*requirement
-	actsBuf [4]*requirement
-	// actConn is, per act, the ready connection seen at Admit: an answer
-	// from it is matched by pointer, others by name.
-	actConn    []*conn
-	actConnBuf [4]*conn
+	// acts are the instances that must answer the event during the relay:
+	// per requirement (contiguous, in requirement order), every
+	// synchronized connection of the plugin that subscribes to the event.
+	acts    []act
+	actsBuf [4]act
 
 	mu      sync.Mutex
 	answers []answer
@@ -81,6 +78,12 @@ func (a *Admission) record(c *conn, err error, resp *ttrpc.Response) {
 
 // trivial is the admission of a request no plugin is required for.
 var trivial = &Admission{}
+
+// act is one instance that must answer a request for requirement r.
+type act struct {
+	r *requirement
+	c *conn
+}
 
 type missingPlugin struct {
 	r  *requirement
@@ -108,10 +111,7 @@ func (p *Policy) Admit(ctx context.Context, req Request) (context.Context, *Admi
 	}
 	ev := req.Event.apiEvent()
 	a := &Admission{p: p, pol: pol, event: req.Event, ns: req.Pod.GetNamespace(), pod: req.Pod.GetName(), ctr: req.Container.GetName()}
-	a.acts, a.actConn = a.actsBuf[:0], a.actConnBuf[:0]
-	if len(reqs) > len(a.actsBuf) {
-		a.acts, a.actConn = make([]*requirement, 0, len(reqs)), make([]*conn, 0, len(reqs))
-	}
+	a.acts = a.actsBuf[:0]
 
 	var (
 		start    time.Time
@@ -128,21 +128,22 @@ func (p *Policy) Admit(ctx context.Context, req Request) (context.Context, *Admi
 	}()
 	v := p.trk.view()
 	for {
-		a.acts, a.actConn, missing, unlisted = a.acts[:0], a.actConn[:0], missing[:0], unlisted[:0]
+		a.acts, missing, unlisted = a.acts[:0], missing[:0], unlisted[:0]
 		for _, r := range reqs {
 			if contains(dropped, r) {
 				continue
 			}
-			st := v.check(r, ev, true)
+			st := v.check(r, ev)
 			if st.state != StateReady {
 				missing = append(missing, missingPlugin{r, st})
 				continue
 			}
-			if st.subscribed {
-				a.acts = append(a.acts, r)
-				a.actConn = append(a.actConn, st.best.c)
-			}
-			unlisted = append(unlisted, st.unlisted...)
+			v.actors(r, ev, func(c *conn) {
+				a.acts = append(a.acts, act{r, c})
+				if !c.listed.Load() {
+					unlisted = append(unlisted, c)
+				}
+			})
 		}
 		if len(missing) == 0 {
 			break
@@ -258,10 +259,12 @@ func (a *Admission) subject() string {
 
 // Done checks the request after the relay. It returns relayErr if it is
 // not nil (a plugin's own error always fails the request). Otherwise it
-// refuses the request if a required fail-plugin that subscribes to the
-// event did not answer it successfully: it was skipped (closed), timed out
-// or lost its connection. Misses of ignore-plugins are logged and counted
-// but never refuse. Done is safe on a nil *Admission.
+// refuses the request if an instance of a required fail-plugin that
+// subscribes to the event did not answer it successfully: it was skipped
+// (closed), timed out or lost its connection. With several instances of
+// one plugin, every one of them must have answered. Misses of
+// ignore-plugins are logged and counted but never refuse. Done is safe on
+// a nil *Admission.
 func (a *Admission) Done(relayErr error) error {
 	if a == nil || relayErr != nil || len(a.acts) == 0 {
 		return relayErr
@@ -270,32 +273,25 @@ func (a *Admission) Done(relayErr error) error {
 	answers := a.answers
 	a.mu.Unlock()
 	var refusal error
-	for k, r := range a.acts {
-		var failed *answer
-		ok := false
-		for i := range answers {
-			an := &answers[i]
-			if an.c == a.actConn[k] && an.kind == answerOK {
-				ok = true
-				break
-			}
-		}
-		for i := 0; !ok && i < len(answers); i++ {
-			an := &answers[i]
-			id := an.c.name.Load()
-			if id == nil || !r.matches(id.base, id.idx) {
+	for i := 0; i < len(a.acts); {
+		r := a.acts[i].r
+		var failed *act
+		var failedAnswer *answer
+		for ; i < len(a.acts) && a.acts[i].r == r; i++ {
+			if failed != nil {
 				continue
 			}
-			if an.kind == answerOK {
-				ok = true
-				break
+			if ok, an := a.answered(a.acts[i].c, answers); !ok {
+				failed, failedAnswer = &a.acts[i], an
 			}
-			failed = an
 		}
-		if ok {
+		if failed == nil {
 			continue
 		}
-		reason, cause := notActedReason(failed, a.event)
+		reason, cause := notActedReason(failedAnswer, a.event)
+		if inst := failed.c.name.Load(); inst != nil && (r.idx == "" || a.instances(r) > 1) {
+			reason = fmt.Sprintf("%s (instance %s)", reason, inst)
+		}
 		if r.policy == FailPolicyFail {
 			if refusal == nil {
 				refusal = a.p.refuse(a, r, reason, ErrPluginNotActed, cause, a.waited)
@@ -308,6 +304,58 @@ func (a *Admission) Done(relayErr error) error {
 		a.p.ignore(a, r, reason, a.waited)
 	}
 	return refusal
+}
+
+// answered reports whether instance c answered successfully. Otherwise it
+// returns c's failed answer, nil if c was not called at all. A plugin that
+// restarted between Admit and the relay answers on a new connection with
+// the same identity: that answer counts for c if the new connection was
+// not one of the instances Admit saw, which must answer for themselves.
+func (a *Admission) answered(c *conn, answers []answer) (bool, *answer) {
+	var own *answer
+	for i := range answers {
+		if an := &answers[i]; an.c == c {
+			if an.kind == answerOK {
+				return true, nil
+			}
+			own = an
+		}
+	}
+	if own != nil {
+		return false, own
+	}
+	id := c.name.Load()
+	for i := range answers {
+		an := &answers[i]
+		if an.kind != answerOK || a.admitted(an.c) {
+			continue
+		}
+		if aid := an.c.name.Load(); aid != nil && id != nil && *aid == *id {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// admitted reports whether c is one of the instances Admit saw.
+func (a *Admission) admitted(c *conn) bool {
+	for _, x := range a.acts {
+		if x.c == c {
+			return true
+		}
+	}
+	return false
+}
+
+// instances is how many instances of r had to answer.
+func (a *Admission) instances(r *requirement) int {
+	n := 0
+	for _, x := range a.acts {
+		if x.r == r {
+			n++
+		}
+	}
+	return n
 }
 
 func notActedReason(an *answer, ev Event) (string, error) {

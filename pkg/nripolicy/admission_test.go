@@ -94,20 +94,146 @@ func TestAdmitStates(t *testing.T) {
 	}
 }
 
-// A plugin required for two events but subscribed to one needs only to be
-// ready for the other (DESIGN.md Semantics 2), and has nothing to answer.
-func TestSubscribedToOtherRequiredEvent(t *testing.T) {
-	p := mustNew(t, cfgOf("guard", func(pc *PluginConfig) { pc.Events = []Event{EventRunPodSandbox, EventCreateContainer} }))
-	fakeConn(p, "guard", "10", true, api.Event_CREATE_CONTAINER)
-	ctx, adm, err := p.Admit(context.Background(), Request{Event: EventRunPodSandbox, Pod: pod("d", "p", nil)})
+// Partial subscription (issue 11, item 1): a plugin required for two
+// events that subscribes to one is not ready for the other, and not ready
+// as a whole. Before the fix Admit let RunPodSandbox through here.
+func TestPartialSubscription(t *testing.T) {
+	for _, tc := range []struct {
+		subscribed api.Event
+		refused    Event
+		admitted   Event
+	}{
+		{api.Event_CREATE_CONTAINER, EventRunPodSandbox, EventCreateContainer},
+		{api.Event_RUN_POD_SANDBOX, EventCreateContainer, EventRunPodSandbox},
+	} {
+		t.Run("subscribed to "+string(tc.admitted), func(t *testing.T) {
+			p := mustNew(t, cfgOf("guard", func(pc *PluginConfig) { pc.Events = []Event{EventRunPodSandbox, EventCreateContainer} }))
+			fakeConn(p, "guard", "10", true, tc.subscribed)
+			_, _, err := p.Admit(context.Background(), Request{Event: tc.refused, Pod: pod("d", "p", nil), Container: ctr("c")})
+			want := "is not subscribed to " + string(tc.refused)
+			if !errors.Is(err, ErrPluginNotReady) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("Admit(%s) = %v, want ErrPluginNotReady with %q", tc.refused, err, want)
+			}
+			ctx, adm, err := p.Admit(context.Background(), Request{Event: tc.admitted, Pod: pod("d", "p", nil), Container: ctr("c")})
+			if err != nil || ctx.Value(admissionKey{}) != adm {
+				t.Fatalf("Admit(%s) = %v, want admitted with the plugin to answer", tc.admitted, err)
+			}
+			conds := p.Conditions()
+			if len(conds) != 1 || conds[0].Status || !strings.Contains(conds[0].Message, want) {
+				t.Fatalf("conditions = %+v, want NRIPluginsReady=false saying %q", conds, want)
+			}
+			if st, _ := findState(p, "guard"); st.State != StateNotSubscribed {
+				t.Fatalf("snapshot state %q, want %q", st.State, StateNotSubscribed)
+			}
+		})
+	}
+}
+
+// Several instances of one plugin (issue 11, item 2): every connected,
+// synchronized instance that subscribes to the event must answer. Before
+// the fix one answering instance satisfied the key.
+func TestEveryInstanceMustAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		key      string
+		idxA     string
+		idxB     string
+		instance string
+	}{
+		{"key without index, two indices", "guard", "10", "20", "10-guard"},
+		{"key with index, same name twice", "10-guard", "10", "10", "10-guard"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustNew(t, cfgOf(tc.key, nil))
+			hung := fakeConn(p, "guard", tc.idxA, true, api.Event_CREATE_CONTAINER)
+			ok := fakeConn(p, "guard", tc.idxB, true, api.Event_CREATE_CONTAINER)
+			_, adm, err := p.Admit(context.Background(), Request{Event: EventCreateContainer, Pod: pod("d", "p", nil), Container: ctr("c")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(adm.acts) != 2 {
+				t.Fatalf("%d instances must answer, want 2", len(adm.acts))
+			}
+			adm.record(ok, nil, okResp)
+			adm.record(hung, context.DeadlineExceeded, nil)
+			err = adm.Done(nil)
+			if !errors.Is(err, ErrPluginNotActed) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "instance "+tc.instance) {
+				t.Fatalf("Done = %v, want a refusal naming instance %s", err, tc.instance)
+			}
+			// Both answering is an admission; an instance still
+			// synchronizing does not have to answer.
+			fakeConn(p, "guard", tc.idxA, false, api.Event_CREATE_CONTAINER)
+			_, adm, err = p.Admit(context.Background(), Request{Event: EventCreateContainer, Pod: pod("d", "p", nil), Container: ctr("c")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			adm.record(ok, nil, okResp)
+			adm.record(hung, nil, okResp)
+			if err := adm.Done(nil); err != nil {
+				t.Fatalf("Done with every instance answering = %v", err)
+			}
+			if n := len(p.Snapshot()); n != 3 {
+				t.Fatalf("snapshot has %d entries, want one per instance (3): %+v", n, p.Snapshot())
+			}
+		})
+	}
+}
+
+// A plugin that restarted between Admit and the relay answers on a new
+// connection with the same identity; that answer counts for the closed
+// instance, but never for another admitted instance.
+func TestRestartedInstanceAnswerCounts(t *testing.T) {
+	p := mustNew(t, cfgOf("guard", nil))
+	old := fakeConn(p, "guard", "10", true, api.Event_CREATE_CONTAINER)
+	_, adm, err := p.Admit(context.Background(), Request{Event: EventCreateContainer, Pod: pod("d", "p", nil), Container: ctr("c")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ctx.Value(admissionKey{}) != nil {
-		t.Error("no plugin has to answer RunPodSandbox, the ctx needs no token")
-	}
+	p.trk.closed(old)
+	restarted := fakeConn(p, "guard", "10", true, api.Event_CREATE_CONTAINER)
+	adm.record(restarted, nil, okResp)
 	if err := adm.Done(nil); err != nil {
-		t.Fatalf("Done = %v", err)
+		t.Fatalf("the restarted plugin acted: Done = %v", err)
+	}
+}
+
+// Attach forgotten (issue 11, item 6): Admit fails closed for requests a
+// plugin is required for, and lets the others through.
+func TestAdmitWithoutAttachFailsClosed(t *testing.T) {
+	p := mustNewDetached(t, cfgOf("guard", func(pc *PluginConfig) { pc.Namespaces = []string{"prod"} }))
+	fakeConn(p, "guard", "10", true, api.Event_CREATE_CONTAINER)
+	if _, _, err := p.Admit(context.Background(), Request{Event: EventCreateContainer, Pod: pod("prod", "p", nil)}); !errors.Is(err, ErrNotAttached) {
+		t.Fatalf("Admit = %v, want ErrNotAttached", err)
+	}
+	if _, adm, err := p.Admit(context.Background(), Request{Event: EventCreateContainer, Pod: pod("dev", "p", nil)}); err != nil || adm.Done(nil) != nil {
+		t.Fatalf("a pod out of scope must pass: %v", err)
+	}
+}
+
+// The default runtime handler (issue 11, item 3): a pod that names no
+// handler runs with the runtime's default, and runtime_handlers match it.
+func TestDefaultRuntimeHandlerInScope(t *testing.T) {
+	cfg := cfgOf("guard", func(pc *PluginConfig) { pc.RuntimeHandlers = []string{"runc"} })
+	for _, tc := range []struct {
+		name    string
+		opts    []Option
+		handler string
+		refused bool
+	}{
+		{"no handler, default runc", []Option{WithDefaultRuntimeHandler("runc")}, "", true},
+		{"runc named", []Option{WithDefaultRuntimeHandler("runc")}, "runc", true},
+		{"other handler", []Option{WithDefaultRuntimeHandler("runc")}, "kata", false},
+		{"no handler, default crun", []Option{WithDefaultRuntimeHandler("crun")}, "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustNew(t, cfg, tc.opts...)
+			pd := pod("d", "p", nil)
+			pd.RuntimeHandler = tc.handler
+			_, _, err := p.Admit(context.Background(), Request{Event: EventCreateContainer, Pod: pd})
+			if (err != nil) != tc.refused {
+				t.Fatalf("Admit = %v, want refused=%v", err, tc.refused)
+			}
+		})
 	}
 }
 

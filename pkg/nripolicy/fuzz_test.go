@@ -123,6 +123,7 @@ func FuzzScope(f *testing.F) {
 			}
 			return
 		}
+		attach(t, p)
 		pod := &api.PodSandbox{
 			Id: "pod-id", Name: "pod", Namespace: podNS, RuntimeHandler: podHandler,
 			Labels: splitMap(podLabels), Annotations: splitMap(podAnnotations),

@@ -1,6 +1,7 @@
 package nripolicy
 
 import (
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -8,6 +9,8 @@ import (
 	"github.com/containerd/nri/pkg/api"
 	"github.com/containerd/ttrpc"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
+
+	"github.com/nrigate/nrigate/pkg/nripolicy/internal/testrig"
 )
 
 // fakeConn drives the tracker the way the interceptors do, without a
@@ -16,9 +19,8 @@ func fakeConn(p *Policy, base, idx string, synced bool, events ...api.Event) *co
 	t := p.trk
 	t.mu.Lock()
 	t.nextID++
-	c := &conn{id: t.nextID, since: time.Now()}
+	c := &conn{id: t.nextID, since: time.Now(), registered: &ident{base: base, idx: idx}}
 	t.conns = append(t.conns, c)
-	t.pending = &ident{base: base, idx: idx}
 	t.mu.Unlock()
 	t.configuring(c)
 	var m api.EventMask
@@ -41,7 +43,27 @@ func errResp(code int32) *ttrpc.Response {
 	return &ttrpc.Response{Status: &rpcstatus.Status{Code: code, Message: "plugin says no"}}
 }
 
+// mustNew returns a policy attached to an adaptation that is never
+// started: the tests drive the tracker themselves.
 func mustNew(t testing.TB, cfg *Config, opts ...Option) *Policy {
+	t.Helper()
+	p := mustNewDetached(t, cfg, opts...)
+	attach(t, p)
+	return p
+}
+
+// attach attaches p to a new adaptation that is never started.
+func attach(t testing.TB, p *Policy) {
+	t.Helper()
+	a, err := testrig.NewAdaptation(filepath.Join(t.TempDir(), "nri.sock"), nil, p.AdaptationOptions(nil, nil, nil)...)
+	if err != nil {
+		t.Fatalf("adaptation.New: %v", err)
+	}
+	p.Attach(a)
+}
+
+// mustNewDetached returns a policy that was never attached.
+func mustNewDetached(t testing.TB, cfg *Config, opts ...Option) *Policy {
 	t.Helper()
 	p, err := New(cfg, opts...)
 	if err != nil {

@@ -55,6 +55,16 @@ var faultCases = []faultCase{
 	{"registered but subscribed to no gated event", nripolicy.ErrPluginNotReady, func(e *env, _ nripolicy.Event) *testrig.Faulty {
 		return e.guard("--events", "StopContainer,RemoveContainer")
 	}},
+	// Partial subscription (issue 11, item 1): guard is required for both
+	// gated events and subscribes only to the other one.
+	{"subscribed only to the other gated event", nripolicy.ErrPluginNotReady, func(e *env, ev nripolicy.Event) *testrig.Faulty {
+		return e.guard("--events", otherEvent(ev)+",StopContainer,RemoveContainer")
+	}},
+}
+
+// otherEvent is the gated event of the matrix that is not ev.
+func otherEvent(ev nripolicy.Event) string {
+	return map[nripolicy.Event]string{createContainer: "RunPodSandbox", runPodSandbox: "CreateContainer"}[ev]
 }
 
 // matrixConfig requires guard for both gated events.
@@ -98,7 +108,7 @@ var _ = Describe("Fault matrix, fail_policy = fail", func() {
 	// The issue's literal case: guard is required for E only and subscribes
 	// to another gated event, never to E.
 	for _, ev := range gatedEvents {
-		other := map[nripolicy.Event]string{createContainer: "RunPodSandbox", runPodSandbox: "CreateContainer"}[ev]
+		other := otherEvent(ev)
 		It("refuses "+string(ev)+" for a guard required only for it but subscribed only to "+other, func() {
 			e := newEnv(guardConfig(guardName, nripolicy.FailPolicyFail, ev))
 			g := e.guard("--events", other)
@@ -109,12 +119,19 @@ var _ = Describe("Fault matrix, fail_policy = fail", func() {
 		})
 	}
 
-	// DESIGN.md Semantics (2): a plugin not subscribed to E only needs to be ready for E.
-	It("lets RunPodSandbox through for a ready guard subscribed only to CreateContainer", func() {
+	// DESIGN.md Semantics (2): required for E means subscribed to E. A
+	// guard required for both gated events and subscribed to one is not
+	// ready, and readiness names the event it misses.
+	It("reports a guard subscribed to one of its two events as not subscribed to the other, and still serves that one", func() {
 		e := newEnv(matrixConfig(nripolicy.FailPolicyFail))
 		e.guard("--events", "CreateContainer")
+		Eventually(guardStateOf(e.policy, guardName)).WithTimeout(time.Second).Should(Equal(nripolicy.StateNotSubscribed))
+		c, ok := condition(e.policy, nripolicy.ConditionNRIPluginsReady)
+		Expect(ok).To(BeTrue())
+		Expect(c.Status).To(BeFalse())
+		Expect(c.Message).To(ContainSubstring(`"guard" is not subscribed to RunPodSandbox`))
 		pod := testrig.Pod("default", nil, nil)
-		Expect(e.runPod(pod)).To(Succeed())
+		Expect(e.runPod(pod)).To(MatchError(nripolicy.ErrPluginNotReady))
 		rsp, err := e.create(pod)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(testrig.Acted(rsp, guardName)).To(BeTrue())
@@ -183,6 +200,68 @@ var _ = Describe("Fault matrix, fail_policy = ignore", func() {
 	})
 	It("treats skip as an alias of ignore", func() {
 		e := newEnv(matrixConfig(nripolicy.FailPolicySkip))
+		r := e.request(createContainer, testrig.Pod("default", nil, nil), nil)
+		Expect(r.err).NotTo(HaveOccurred())
+		Expect(e.decided.count(nripolicy.OutcomeIgnored, createContainer)).To(Equal(1))
+	})
+})
+
+// Several instances of one plugin (issue 11, item 2): every connected
+// instance that matches the key and subscribes to the event must answer.
+var _ = Describe("Several instances of one plugin", func() {
+	// second starts another nri-faulty as idx-guard, with logs of its own.
+	second := func(e *env, idx string, args ...string) *testrig.Faulty {
+		GinkgoHelper()
+		dir, err := testrig.SocketDir()
+		Expect(err).NotTo(HaveOccurred())
+		f, err := testrig.StartFaulty(faultyBin, dir, e.sock, guardName, idx, args...)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(f.Kill)
+		_, err = f.WaitReady(readyTimeout)
+		Expect(err).NotTo(HaveOccurred())
+		e.a.BlockPluginSync().Unblock()
+		return f
+	}
+	hang := []string{"--mode", "hang", "--hang", "3s"}
+
+	for _, ev := range gatedEvents {
+		It("refuses "+string(ev)+" for key guard while 10-guard hangs and 20-guard answers", func() {
+			e := newEnv(matrixConfig(nripolicy.FailPolicyFail))
+			e.plugin(guardName, "10", hang...)
+			ok := e.plugin(guardName, "20")
+			Eventually(func() int { return len(e.policy.Snapshot()) }).WithTimeout(time.Second).Should(Equal(2),
+				"readiness lists each instance")
+			r := e.request(ev, testrig.Pod("default", nil, nil), ok)
+			expectRefused(r, ev, nripolicy.ErrPluginNotActed)
+			Expect(r.err.Error()).To(ContainSubstring("instance 10-guard"))
+		})
+	}
+
+	It("refuses CreateContainer for key 10-guard when two connections register as 10-guard and one hangs", func() {
+		e := newEnv(guardConfig("10-guard", nripolicy.FailPolicyFail))
+		e.plugin(guardName, "10", hang...)
+		second(e, "10")
+		r := e.request(createContainer, testrig.Pod("default", nil, nil), nil)
+		expectRefused(r, createContainer, nripolicy.ErrPluginNotActed)
+	})
+
+	// RunPodSandbox: instances that all adjust one container would
+	// conflict upstream (two plugins setting the same annotation).
+	It("allows a RunPodSandbox every instance answered", func() {
+		e := newEnv(matrixConfig(nripolicy.FailPolicyFail))
+		instances := []*testrig.Faulty{e.plugin(guardName, "10"), e.plugin(guardName, "20"), second(e, "20")}
+		pod := testrig.Pod("default", nil, nil)
+		Expect(e.runPod(pod)).To(Succeed())
+		for _, f := range instances {
+			Expect(f.ActedOn(string(runPodSandbox), pod.GetUid())).To(BeTrue(), f.Idx+"-guard must have acted")
+		}
+		Expect(e.policy.Snapshot()).To(HaveLen(3))
+	})
+
+	It("lets the request through with fail_policy = ignore and counts the hung instance once", func() {
+		e := newEnv(matrixConfig(nripolicy.FailPolicyIgnore))
+		e.plugin(guardName, "10", hang...)
+		e.plugin(guardName, "20")
 		r := e.request(createContainer, testrig.Pod("default", nil, nil), nil)
 		Expect(r.err).NotTo(HaveOccurred())
 		Expect(e.decided.count(nripolicy.OutcomeIgnored, createContainer)).To(Equal(1))

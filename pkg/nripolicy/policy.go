@@ -183,7 +183,7 @@ func (p *Policy) Reload(cfg *Config) error {
 	}
 	p.cur.Store(c)
 	p.log.Infof("nri policy reloaded: %d required plugin(s)", len(c.plugins))
-	p.trk.bump()
+	p.trk.reloaded()
 	return nil
 }
 

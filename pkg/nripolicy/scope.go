@@ -117,6 +117,16 @@ func compile(cfg *Config) (*compiled, error) {
 	return c, nil
 }
 
+// names reports whether the policy names the plugin registered as id.
+func (c *compiled) names(id *ident) bool {
+	for _, r := range c.plugins {
+		if r.matches(id.base, id.idx) {
+			return true
+		}
+	}
+	return false
+}
+
 // matches reports whether a plugin registered as idx-base satisfies r.
 func (r *requirement) matches(base, idx string) bool {
 	return base == r.base && (r.idx == "" || r.idx == idx)

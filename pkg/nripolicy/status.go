@@ -12,44 +12,29 @@ import (
 
 // status is the state of one requirement in one view.
 type status struct {
-	state      PluginStateKind
-	subscribed bool      // a ready connection subscribes to the event
-	unlisted   []*conn   // ready connections not yet past the sync barrier
-	best       *connView // the connection that decided the state
-	others     []string  // registered plugins with the base name but another index
+	state PluginStateKind
+	// best is the instance that decided the state, for messages.
+	best *connView
+	// subscribed is what the synchronized instances subscribe to, together.
+	subscribed api.EventMask
+	// missing are the checked events no synchronized instance subscribes to.
+	missing api.EventMask
+	// others are registered plugins with the base name but another index.
+	others []string
 }
 
-// rank orders states from worst to best for picking a connection.
-func rank(s PluginStateKind) int {
-	switch s {
-	case StateReady:
-		return 4
-	case StateNotSubscribed:
-		return 3
-	case StateRegistered:
-		return 2
-	case StateDisconnected:
-		return 1
-	}
-	return 0
-}
-
-// connState is the state of one connection for requirement r.
-func connState(cv *connView, r *requirement) PluginStateKind {
-	switch {
-	case cv.closed:
-		return StateDisconnected
-	case !cv.synced:
-		return StateRegistered
-	case cv.events&r.apiMask == 0:
-		return StateNotSubscribed
-	}
-	return StateReady
-}
-
-// check evaluates r for event ev (api.Event_UNKNOWN: for any event).
-func (v *view) check(r *requirement, ev api.Event, withBarrier bool) status {
+// check evaluates r in the view, for the gated event ev, or for every
+// event r is required for when ev is api.Event_UNKNOWN (readiness).
+//
+// r is ready when a connected instance (a connection whose identity
+// matches r) is synchronized and, together, the synchronized instances
+// subscribe to every checked event. Instances still synchronizing do not
+// count yet: upstream relays nothing to them. Without a synchronized
+// instance the newest connected one decides (registered), then the
+// newest closed one (disconnected).
+func (v *view) check(r *requirement, ev api.Event) status {
 	st := status{state: StateNotRegistered}
+	var newestSynced, newestLive, newestClosed *connView
 	for _, i := range v.byBase[r.base] {
 		cv := &v.conns[i]
 		if !r.matches(cv.base, cv.idx) {
@@ -58,20 +43,57 @@ func (v *view) check(r *requirement, ev api.Event, withBarrier bool) status {
 			}
 			continue
 		}
-		s := connState(cv, r)
-		if s == StateReady {
-			if ev != api.Event_UNKNOWN && cv.events.IsSet(ev) {
-				st.subscribed = true
-			}
-			if withBarrier && !cv.c.listed.Load() {
-				st.unlisted = append(st.unlisted, cv.c)
-			}
-		}
-		if rank(s) > rank(st.state) || (rank(s) == rank(st.state) && st.best != nil && cv.since.After(st.best.since)) {
-			st.state, st.best = s, cv
+		switch {
+		case cv.closed:
+			newestClosed = newer(newestClosed, cv)
+		case cv.synced:
+			newestSynced = newer(newestSynced, cv)
+			st.subscribed |= cv.events
+		default:
+			newestLive = newer(newestLive, cv)
 		}
 	}
+	switch {
+	case newestSynced != nil:
+	case newestLive != nil:
+		st.state, st.best = StateRegistered, newestLive
+		return st
+	case newestClosed != nil:
+		st.state, st.best = StateDisconnected, newestClosed
+		return st
+	default:
+		return st
+	}
+	mask := r.apiMask
+	if ev != api.Event_UNKNOWN {
+		mask = 0
+		mask.Set(ev)
+	}
+	st.best = newestSynced
+	if st.missing = mask &^ st.subscribed; st.missing != 0 {
+		st.state = StateNotSubscribed
+		return st
+	}
+	st.state = StateReady
 	return st
+}
+
+func newer(cur, cv *connView) *connView {
+	if cur == nil || cv.since.After(cur.since) {
+		return cv
+	}
+	return cur
+}
+
+// actors calls fn with every synchronized, connected instance of r that
+// subscribes to ev: each of them must answer the request.
+func (v *view) actors(r *requirement, ev api.Event, fn func(c *conn)) {
+	for _, i := range v.byBase[r.base] {
+		cv := &v.conns[i]
+		if !cv.closed && cv.synced && cv.events.IsSet(ev) && r.matches(cv.base, cv.idx) {
+			fn(cv.c)
+		}
+	}
 }
 
 // reason describes a state that is not ready, for refusals and conditions.
@@ -85,8 +107,12 @@ func (st *status) reason(r *requirement) string {
 	case StateRegistered:
 		return fmt.Sprintf("is registered as %s but not synchronized", st.best.idx+"-"+st.best.base)
 	case StateNotSubscribed:
-		return fmt.Sprintf("is not subscribed to any event it is required for (required: %s; subscribed: %s)",
-			strings.Join(eventNames(r.apiMask), ","), strings.Join(eventNames(st.best.events), ","))
+		subscribed := strings.Join(eventNames(st.subscribed), ",")
+		if subscribed == "" {
+			subscribed = "none"
+		}
+		return fmt.Sprintf("is not subscribed to %s (required for: %s; subscribed: %s)",
+			strings.Join(eventNames(st.missing), ","), strings.Join(eventNames(r.apiMask), ","), subscribed)
 	case StateDisconnected:
 		return fmt.Sprintf("is disconnected at %s (%s)", st.best.since.UTC().Format(time.RFC3339Nano), st.best.closeReason)
 	}
@@ -112,10 +138,11 @@ const (
 	StateNotRegistered PluginStateKind = "not registered"
 	// StateRegistered is a plugin that registered but is not synchronized yet.
 	StateRegistered PluginStateKind = "registered"
-	// StateReady is a registered, synchronized and subscribed plugin.
+	// StateReady is a registered, synchronized plugin subscribed to every
+	// event it is required for.
 	StateReady PluginStateKind = "ready"
-	// StateNotSubscribed is a synchronized plugin that subscribes to none
-	// of the events it is required for: misconfigured.
+	// StateNotSubscribed is a synchronized plugin that does not subscribe
+	// to every event it is required for: misconfigured.
 	StateNotSubscribed PluginStateKind = "not subscribed"
 	// StateDisconnected is a plugin whose last connection closed.
 	StateDisconnected PluginStateKind = "disconnected"
@@ -151,31 +178,30 @@ func (p *Policy) Snapshot() []PluginState {
 func (p *Policy) snapshot(c *compiled, v *view) []PluginState {
 	out := make([]PluginState, 0, len(c.plugins))
 	for _, r := range c.plugins {
-		st := v.check(r, api.Event_UNKNOWN, false)
-		ps := PluginState{Key: r.key, Name: r.base, Index: r.idx, State: st.state, Configured: true,
+		st := v.check(r, api.Event_UNKNOWN)
+		base := PluginState{Key: r.key, Name: r.base, Index: r.idx, State: st.state, Configured: true,
 			FailPolicy: r.policy, Readiness: r.readiness, Since: p.trk.created}
-		if b := st.best; b != nil {
-			ps.Index, ps.Since, ps.Events = b.idx, b.since, eventNames(b.events)
-			ps.LastError = v.lastErr[b.idx+"-"+b.base]
-			if b.closed && ps.LastError == "" {
-				ps.LastError = b.closeReason
+		live := 0
+		// Every connected instance has an entry of its own.
+		for _, i := range v.byBase[r.base] {
+			cv := &v.conns[i]
+			if cv.closed || !r.matches(cv.base, cv.idx) {
+				continue
 			}
+			live++
+			out = append(out, instanceState(base, cv, r, st.state, v))
 		}
-		out = append(out, ps)
+		if live > 0 {
+			continue
+		}
+		if b := st.best; b != nil {
+			base = instanceState(base, b, r, st.state, v)
+		}
+		out = append(out, base)
 	}
 	for i := range v.conns {
 		cv := &v.conns[i]
-		if cv.closed {
-			continue
-		}
-		configured := false
-		for _, r := range c.plugins {
-			if r.matches(cv.base, cv.idx) {
-				configured = true
-				break
-			}
-		}
-		if configured {
+		if cv.closed || c.names(&ident{base: cv.base, idx: cv.idx}) {
 			continue
 		}
 		state := StateReady
@@ -185,8 +211,34 @@ func (p *Policy) snapshot(c *compiled, v *view) []PluginState {
 		out = append(out, PluginState{Key: cv.idx + "-" + cv.base, Name: cv.base, Index: cv.idx, State: state,
 			Events: eventNames(cv.events), Since: cv.since, LastError: v.lastErr[cv.idx+"-"+cv.base]})
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Key != out[j].Key {
+			return out[i].Key < out[j].Key
+		}
+		return out[i].Index < out[j].Index
+	})
 	return out
+}
+
+// instanceState is the entry of one instance cv of requirement r, whose
+// state as a whole is keyState.
+func instanceState(ps PluginState, cv *connView, r *requirement, keyState PluginStateKind, v *view) PluginState {
+	ps.Index, ps.Since, ps.Events = cv.idx, cv.since, eventNames(cv.events)
+	ps.LastError = v.lastErr[cv.idx+"-"+cv.base]
+	switch {
+	case cv.closed:
+		ps.State = StateDisconnected
+		if ps.LastError == "" {
+			ps.LastError = cv.closeReason
+		}
+	case !cv.synced:
+		ps.State = StateRegistered
+	case cv.events&r.apiMask == 0 || keyState == StateNotSubscribed:
+		ps.State = StateNotSubscribed
+	default:
+		ps.State = StateReady
+	}
+	return ps
 }
 
 // Readiness condition types and reasons.
@@ -219,7 +271,7 @@ func (p *Policy) Conditions() []Condition {
 		if r.policy != FailPolicyFail || r.readiness == ReadinessNone {
 			continue
 		}
-		st := v.check(r, api.Event_UNKNOWN, false)
+		st := v.check(r, api.Event_UNKNOWN)
 		if st.state == StateReady {
 			continue
 		}

@@ -38,6 +38,9 @@ type conn struct {
 	listed atomic.Bool
 
 	// guarded by tracker.mu
+	// registered is the identity from this connection's own RegisterPlugin,
+	// bound to name when upstream configures the connection.
+	registered  *ident
 	events      api.EventMask
 	configured  bool
 	synced      bool
@@ -74,12 +77,14 @@ type tracker struct {
 	p       *Policy
 	created time.Time
 
-	mu      sync.Mutex
-	nextID  uint64
-	gen     uint64
-	conns   []*conn
-	pending *ident
-	lastErr map[string]string
+	mu     sync.Mutex
+	nextID uint64
+	gen    uint64
+	conns  []*conn
+	// connecting is the connection whose ttrpc client upstream created
+	// last; the ttrpc server upstream creates next belongs to it.
+	connecting *conn
+	lastErr    map[string]string
 
 	cur atomic.Pointer[view]
 }
@@ -125,8 +130,11 @@ func (t *tracker) change(fn func() bool) {
 	t.p.notifyReadiness()
 }
 
-// bump publishes a new view without a state change (after a Reload).
-func (t *tracker) bump() { t.change(func() bool { return true }) }
+// reloaded publishes a new view for a new policy, forgetting closed
+// connections of plugins it no longer names.
+func (t *tracker) reloaded() {
+	t.change(func() bool { t.pruneLocked(nil); return true })
+}
 
 // clientOpt is the ttrpc.ClientOpts upstream applies to each new plugin
 // connection (plugin.connect). It must not replace upstream's own close
@@ -136,6 +144,7 @@ func (t *tracker) clientOpt(cl *ttrpc.Client) {
 	t.nextID++
 	c := &conn{id: t.nextID, since: time.Now()}
 	t.conns = append(t.conns, c)
+	t.connecting = c
 	t.mu.Unlock()
 	ttrpc.WithChainUnaryClientInterceptor(func(ctx context.Context, req *ttrpc.Request, resp *ttrpc.Response, info *ttrpc.UnaryClientInfo, invoke ttrpc.Invoker) error {
 		return t.intercept(c, ctx, req, resp, invoke)
@@ -217,13 +226,11 @@ func statusOK(resp *ttrpc.Response) bool {
 	return resp.Status == nil || resp.Status.Code == int32(codes.OK)
 }
 
-// configuring binds the pending registration to c. Upstream registers and
-// configures plugins strictly one at a time, so the Configure call that
-// follows a RegisterPlugin belongs to that registration.
+// configuring binds the connection's own registration to it. Upstream
+// configures a connection only after its RegisterPlugin answered.
 func (t *tracker) configuring(c *conn) {
 	t.change(func() bool {
-		id := t.pending
-		t.pending = nil
+		id := c.registered
 		if id == nil || c.name.Load() != nil {
 			return false
 		}
@@ -239,8 +246,9 @@ func (t *tracker) transportFailure(c *conn, err error) {
 	t.mu.Unlock()
 }
 
-// closed marks c disconnected and forgets older closed connections of the
-// same plugin, so a restart loop does not grow the list.
+// closed marks c disconnected. The tracker keeps, per identity, only the
+// last closed connection of a configured plugin (for readiness: since
+// when, and why), so a restart loop does not grow the list.
 func (t *tracker) closed(c *conn) {
 	t.change(func() bool {
 		c.closed = true
@@ -249,62 +257,118 @@ func (t *tracker) closed(c *conn) {
 		if c.transport != nil {
 			c.closeReason = "connection dropped after: " + c.transport.Error()
 		}
-		id := c.name.Load()
-		keep := t.conns[:0]
-		for _, o := range t.conns {
-			if o == c {
-				if id != nil {
-					keep = append(keep, o)
-				}
-				continue
-			}
-			if on := o.name.Load(); o.closed && id != nil && on != nil && *on == *id {
-				continue
-			}
-			keep = append(keep, o)
-		}
-		for i := len(keep); i < len(t.conns); i++ {
-			t.conns[i] = nil
-		}
-		t.conns = keep
-		return id != nil
+		t.pruneLocked(c)
+		return c.name.Load() != nil
 	})
 }
 
-// serverInterceptor sees the plugin's RegisterPlugin request and remembers
-// its name and index as the pending registration.
-func (t *tracker) serverInterceptor(ctx context.Context, unmarshal ttrpc.Unmarshaler, info *ttrpc.UnaryServerInfo, method ttrpc.Method) (any, error) {
-	if info.FullMethod != registerMethod {
+// pruneLocked forgets closed connections that readiness no longer needs:
+// older closed connections of the same identity as latest, closed
+// connections of plugins the policy does not name, and the last errors of
+// identities without a connection left.
+func (t *tracker) pruneLocked(latest *conn) {
+	pol := t.p.cur.Load()
+	var lid *ident
+	if latest != nil {
+		lid = latest.name.Load()
+	}
+	keep := t.conns[:0]
+	for _, o := range t.conns {
+		on := o.name.Load()
+		switch {
+		case !o.closed:
+		case on == nil || !pol.names(on):
+			continue
+		case o != latest && lid != nil && *on == *lid:
+			continue
+		}
+		keep = append(keep, o)
+	}
+	for i := len(keep); i < len(t.conns); i++ {
+		t.conns[i] = nil
+	}
+	t.conns = keep
+	for name := range t.lastErr {
+		if !t.hasConnLocked(name) {
+			delete(t.lastErr, name)
+		}
+	}
+}
+
+func (t *tracker) hasConnLocked(name string) bool {
+	for _, o := range t.conns {
+		if id := o.name.Load(); id != nil && id.String() == name {
+			return true
+		}
+	}
+	return false
+}
+
+// serverOpt is the ttrpc.ServerOpt upstream applies to the ttrpc server of
+// each plugin connection. Upstream creates a connection's server right
+// after its client, in the same call (plugin.connect), and sets up one
+// connection at a time; so the server belongs to the connection created
+// last, and its interceptor sees that connection's RegisterPlugin only.
+func (t *tracker) serverOpt() ttrpc.ServerOpt {
+	return perServer(func() ttrpc.ServerOpt {
+		t.mu.Lock()
+		c := t.connecting
+		t.connecting = nil
+		t.mu.Unlock()
+		return ttrpc.WithChainUnaryServerInterceptor(func(ctx context.Context, unmarshal ttrpc.Unmarshaler, info *ttrpc.UnaryServerInfo, method ttrpc.Method) (any, error) {
+			return t.serverIntercept(c, ctx, unmarshal, info, method)
+		})
+	})
+}
+
+// perServer returns a server option that calls mk for every server it is
+// applied to. ttrpc.ServerOpt takes an unexported type, so the option is
+// built through type inference instead of a named parameter.
+func perServer[O ~func(C) error, C any](mk func() O) O {
+	return func(cfg C) error { return mk()(cfg) }
+}
+
+// serverIntercept sees RegisterPlugin on connection c (nil: a server
+// without a client of ours, whose registrations are never bound) and
+// records the plugin's name and index on c. A connection keeps the
+// identity it was configured with: a later RegisterPlugin on it is
+// logged and ignored, so it can neither rebind itself nor others.
+func (t *tracker) serverIntercept(c *conn, ctx context.Context, unmarshal ttrpc.Unmarshaler, info *ttrpc.UnaryServerInfo, method ttrpc.Method) (any, error) {
+	if info.FullMethod != registerMethod || c == nil {
 		return method(ctx, unmarshal)
 	}
-	var id *ident
-	res, err := method(ctx, func(v any) error {
+	return method(ctx, func(v any) error {
 		err := unmarshal(v)
-		if r, ok := v.(*api.RegisterPluginRequest); ok && err == nil &&
-			api.CheckPluginName(r.PluginName) == nil && api.CheckPluginIndex(r.PluginIdx) == nil {
-			// Before the handler runs: it wakes upstream's start, which
-			// configures the plugin right away.
-			id = &ident{base: r.PluginName, idx: r.PluginIdx}
-			t.mu.Lock()
-			t.pending = id
-			t.mu.Unlock()
+		r, ok := v.(*api.RegisterPluginRequest)
+		if !ok || err != nil || api.CheckPluginName(r.PluginName) != nil || api.CheckPluginIndex(r.PluginIdx) != nil {
+			return err
+		}
+		id := &ident{base: r.PluginName, idx: r.PluginIdx}
+		// Before the handler runs: it wakes upstream's start, which
+		// configures the plugin right away.
+		t.mu.Lock()
+		bound := c.name.Load()
+		if bound == nil {
+			c.registered = id
+		}
+		t.mu.Unlock()
+		if bound != nil && *bound != *id {
+			t.p.log.Warnf("nri: plugin %s registered again as %s on the same connection; the policy keeps %s", bound, id, bound)
 		}
 		return err
 	})
-	if err != nil && id != nil {
-		t.mu.Lock()
-		if t.pending == id {
-			t.pending = nil
-		}
-		t.mu.Unlock()
-	}
-	return res, err
 }
 
 // pluginError records the last error upstream reported for a plugin.
 func (t *tracker) pluginError(name, op string, err error) {
 	msg := fmt.Sprintf("%s %s: %v", time.Now().UTC().Format(time.RFC3339), op, err)
-	t.change(func() bool { t.lastErr[name] = msg; return true })
+	t.change(func() bool {
+		if !t.hasConnLocked(name) {
+			return false // a plugin already forgotten
+		}
+		t.lastErr[name] = msg
+		return true
+	})
 }
 
 // metrics wraps the runtime's metrics.
@@ -347,7 +411,7 @@ func (p *Policy) AdaptationOptions(runtimeMetrics adaptation.Metrics, clientOpts
 		runtimeMetrics = nopMetrics{}
 	}
 	copts := append(append([]ttrpc.ClientOpts(nil), clientOpts...), p.trk.clientOpt)
-	sopts := append(append([]ttrpc.ServerOpt(nil), serverOpts...), ttrpc.WithChainUnaryServerInterceptor(p.trk.serverInterceptor))
+	sopts := append(append([]ttrpc.ServerOpt(nil), serverOpts...), p.trk.serverOpt())
 	return []adaptation.Option{
 		adaptation.WithMetrics(&metrics{t: p.trk, next: runtimeMetrics}),
 		adaptation.WithTTRPCOptions(copts, sopts),

@@ -3,6 +3,7 @@ package nripolicy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/containerd/nri/pkg/api"
@@ -33,10 +34,11 @@ func call(t *testing.T, p *Policy, c *conn, ctx context.Context, method string, 
 	})
 }
 
-func register(t *testing.T, p *Policy, name, idx string) {
+// register drives connection c's server interceptor with a RegisterPlugin.
+func register(t *testing.T, p *Policy, c *conn, name, idx string) {
 	t.Helper()
 	payload, _ := proto.Marshal(&api.RegisterPluginRequest{PluginName: name, PluginIdx: idx})
-	_, err := p.trk.serverInterceptor(context.Background(), func(v any) error { return proto.Unmarshal(payload, v.(proto.Message)) },
+	_, err := p.trk.serverIntercept(c, context.Background(), func(v any) error { return proto.Unmarshal(payload, v.(proto.Message)) },
 		&ttrpc.UnaryServerInfo{FullMethod: registerMethod},
 		func(ctx context.Context, unmarshal func(any) error) (any, error) {
 			var req api.RegisterPluginRequest
@@ -62,7 +64,7 @@ func TestInterceptorsTrackRegistrationAndSync(t *testing.T) {
 	p := mustNew(t, cfgOf("guard", func(pc *PluginConfig) { pc.Events = []Event{EventRunPodSandbox, EventCreateContainer} }))
 	ctx := context.Background()
 	c := newConn(p)
-	register(t, p, "guard", "10")
+	register(t, p, c, "guard", "10")
 	if st, _ := findState(p, "guard"); st.State != StateNotRegistered {
 		t.Fatalf("named before Configure: %+v", st)
 	}
@@ -117,17 +119,85 @@ func TestInterceptorsTrackRegistrationAndSync(t *testing.T) {
 	}
 }
 
-func TestInvalidRegistrationIsNotPending(t *testing.T) {
+func TestInvalidRegistrationIsNotBound(t *testing.T) {
 	p := mustNew(t, cfgOf("guard", nil))
-	register(t, p, "bad name!", "10")
-	register(t, p, "guard", "1")
-	if p.trk.pending != nil {
-		t.Fatalf("invalid registration kept as pending: %+v", p.trk.pending)
-	}
 	c := newConn(p)
+	register(t, p, c, "bad name!", "10")
+	register(t, p, c, "guard", "1")
+	if c.registered != nil {
+		t.Fatalf("invalid registration kept: %+v", c.registered)
+	}
 	call(t, p, c, context.Background(), methodConfigure, &api.ConfigureRequest{}, &api.ConfigureResponse{}, codes.OK, nil)
 	if c.name.Load() != nil {
 		t.Fatal("a Configure without a valid registration must not name the connection")
+	}
+}
+
+// Registrations bind per connection (issue 11, item 5): a plugin that
+// sends RegisterPlugin again, on its own connection, between another
+// plugin's RegisterPlugin and Configure, neither renames that other
+// connection nor itself.
+func TestRegistrationBindsPerConnection(t *testing.T) {
+	p := mustNew(t, cfgOf("guard", nil))
+	ctx := context.Background()
+	other := newConn(p)
+	register(t, p, other, "other", "10")
+	call(t, p, other, ctx, methodConfigure, &api.ConfigureRequest{}, &api.ConfigureResponse{}, codes.OK, nil)
+
+	fresh := newConn(p)
+	register(t, p, fresh, "fresh", "20")
+	register(t, p, other, "guard", "10") // the re-registration, in between
+	call(t, p, fresh, ctx, methodConfigure, &api.ConfigureRequest{}, &api.ConfigureResponse{}, codes.OK, nil)
+	if id := fresh.name.Load(); id == nil || id.String() != "20-fresh" {
+		t.Fatalf("fresh connection bound to %v, want 20-fresh", id)
+	}
+	if id := other.name.Load(); id == nil || id.String() != "10-other" {
+		t.Fatalf("re-registering connection rebound to %v, want 10-other kept", id)
+	}
+	if st, _ := findState(p, "guard"); st.State != StateNotRegistered {
+		t.Fatalf("guard must stay unregistered: %+v", st)
+	}
+}
+
+// A server without a connection of ours (never expected from upstream)
+// binds nothing: fail closed.
+func TestServerWithoutConnBindsNothing(t *testing.T) {
+	p := mustNew(t, cfgOf("guard", nil))
+	register(t, p, nil, "guard", "10")
+	if st, _ := findState(p, "guard"); st.State != StateNotRegistered {
+		t.Fatalf("state %+v", st)
+	}
+}
+
+// Closed connections of plugins the policy does not name, and their last
+// errors, are forgotten (issue 11, item 6).
+func TestForgetsGonePlugins(t *testing.T) {
+	p := mustNew(t, cfgOf("guard", nil))
+	for i := 0; i < 20; i++ {
+		c := fakeConn(p, fmt.Sprintf("gone%d", i), "10", true, api.Event_CREATE_CONTAINER)
+		p.trk.pluginError(fmt.Sprintf("10-gone%d", i), "CreateContainer", errors.New("boom"))
+		p.trk.closed(c)
+	}
+	g := fakeConn(p, "guard", "10", true, api.Event_CREATE_CONTAINER)
+	p.trk.pluginError("10-guard", "CreateContainer", errors.New("boom"))
+	p.trk.closed(g)
+	p.trk.pluginError("10-never", "CreateContainer", errors.New("late metrics of an unknown plugin"))
+	p.trk.mu.Lock()
+	conns, errs := len(p.trk.conns), len(p.trk.lastErr)
+	_, guardErr := p.trk.lastErr["10-guard"]
+	p.trk.mu.Unlock()
+	if conns != 1 || errs != 1 || !guardErr {
+		t.Fatalf("tracker keeps %d connections and %d last errors (guard's kept: %v), want 1 and 1 (guard's)", conns, errs, guardErr)
+	}
+	// A reload that drops guard forgets it too.
+	if err := p.Reload(cfgOf("other", nil)); err != nil {
+		t.Fatal(err)
+	}
+	p.trk.mu.Lock()
+	conns, errs = len(p.trk.conns), len(p.trk.lastErr)
+	p.trk.mu.Unlock()
+	if conns != 0 || errs != 0 {
+		t.Fatalf("after the reload: %d connections, %d last errors, want none", conns, errs)
 	}
 }
 
