@@ -216,7 +216,8 @@ ctr_config() {
 	done
 	jq -n --arg n "$name" --argjson cmd "$cmd" '{
 		metadata: {name: $n}, image: {image: "localhost/busybox:latest"},
-		command: $cmd, log_path: ($n + ".log"), linux: {}
+		command: $cmd, log_path: ($n + ".log"),
+		linux: {security_context: {namespace_options: {pid: 1}}}
 	}' >"$TESTDIR/$name-ctr.json"
 	echo "$TESTDIR/$name-ctr.json"
 }
@@ -281,7 +282,399 @@ nri_pod_config() {
 		--argjson l "$labels" --argjson a "$annotations" '{
 		metadata: {name: $n, namespace: $ns, uid: ($n + "-uid"), attempt: 0},
 		hostname: ($n + "-host"), log_directory: $logs, labels: $l, annotations: $a,
-		linux: {security_context: {namespace_options: {network: 0}}}
+		linux: {security_context: {namespace_options: {network: 0, pid: 1}}}
 	}' >"$TESTDIR/$name-pod.json"
 	echo "$TESTDIR/$name-pod.json"
+}
+
+# --- Runtime switch (test/policy.bats, hack/demo.sh, make parity) ----------
+#
+# RUNTIME selects the daemon the policy suites drive: nrigate (the in-tree
+# runtime, default), crio (patched CRI-O, bin/crio) or containerd (patched
+# containerd, bin/containerd). start_runtime writes that runtime's config
+# from ONE description of the policy, the drop-in TOML in CRI-O syntax
+# ([crio.nri.policy...] tables) the suites write, with every path private
+# to $TESTDIR, starts it with NRI on $TESTDIR/nri.sock and a 1s plugin
+# request timeout, imports the test image (and a pause image for CRI-O and
+# containerd) and waits for `crictl info`. stop_runtime tears it all down.
+# RUNTIME_BINDIR (default bin/) is where the runtime binaries are.
+
+RUNTIME=${RUNTIME:-nrigate}
+RUNTIME_BINDIR=${RUNTIME_BINDIR:-$REPO_ROOT/bin}
+# The image every container config names, and the runtimes' pause images.
+TEST_IMAGE_NAME=localhost/busybox:latest
+CRIO_PAUSE_IMAGE=registry.k8s.io/pause:3.10.1
+CONTAINERD_PAUSE_IMAGE=registry.k8s.io/pause:3.10.2
+
+# require_runtime: skip (with the reason) unless $RUNTIME's binaries and
+# helpers are there; sets nothing.
+require_runtime() {
+	case $RUNTIME in
+	nrigate) require_binary ;;
+	crio)
+		require_cmd conmon runc
+		[[ -x $RUNTIME_BINDIR/crio && -x $RUNTIME_BINDIR/pinns ]] ||
+			skip "RUNTIME=crio: $RUNTIME_BINDIR/crio and pinns not built (run make crio)"
+		[[ -n $(crio_import_tool) ]] ||
+			skip "RUNTIME=crio: no image import tool in $RUNTIME_BINDIR (run make crio)"
+		[[ -d /usr/lib/cni ]] || skip "RUNTIME=crio: containernetworking-plugins not installed"
+		;;
+	containerd)
+		require_cmd runc
+		local b
+		for b in containerd containerd-shim-runc-v2 ctr; do
+			[[ -x $RUNTIME_BINDIR/$b ]] || skip "RUNTIME=containerd: $RUNTIME_BINDIR/$b not built (run make containerd)"
+		done
+		[[ -d /usr/lib/cni ]] || skip "RUNTIME=containerd: containernetworking-plugins not installed"
+		;;
+	*) skip "RUNTIME=$RUNTIME unknown (nrigate, crio or containerd)" ;;
+	esac
+}
+
+# runtime_lacks WHAT WHY: skip a test that needs something $RUNTIME does not
+# have; make parity records the skip as "not applicable".
+runtime_lacks() {
+	skip "not applicable on RUNTIME=$RUNTIME: $1 ($2)"
+}
+
+# crio_import_tool: the image import helper make crio builds (CRI-O's own
+# test/copyimg), or nothing.
+crio_import_tool() {
+	local t
+	for t in crio-copyimg copyimg; do
+		[[ -x $RUNTIME_BINDIR/$t ]] && { echo "$RUNTIME_BINDIR/$t"; return; }
+	done
+}
+
+# test_image_layout: the OCI layout of $TEST_IMAGE, unpacked once per file.
+test_image_layout() {
+	local d=${BATS_FILE_TMPDIR:-$TESTDIR}/busybox-layout
+	if [[ ! -f $d/index.json ]]; then
+		mkdir -p "$d"
+		tar -xf "$TEST_IMAGE" -C "$d"
+	fi
+	echo "$d"
+}
+
+# write_crictl_config: crictl.yaml for $CRI_SOCK. The timeout is longer
+# than any registration_wait the suites use, so refusals arrive as refusals.
+write_crictl_config() {
+	CRICTL_CONFIG=$TESTDIR/crictl.yaml
+	cat >"$CRICTL_CONFIG" <<-YAML
+		runtime-endpoint: unix://$CRI_SOCK
+		image-endpoint: unix://$CRI_SOCK
+		timeout: 30
+	YAML
+	export CRI_SOCK CRICTL_CONFIG
+}
+
+# write_cni_config DIR: a bridge + host-local conflist with a bridge and
+# subnet of this test's own (removed by stop_runtime).
+write_cni_config() {
+	mkdir -p "$1"
+	CNI_BRIDGE=nrg${TESTDIR##*.}
+	local subnet="10.$((200 + RANDOM % 50)).$((RANDOM % 256)).0/24"
+	cat >"$1/10-nrigate-test.conflist" <<-JSON
+		{"cniVersion": "1.0.0", "name": "nrigate-test", "plugins": [
+		  {"type": "bridge", "bridge": "$CNI_BRIDGE", "isGateway": true, "ipMasq": false,
+		   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$subnet"}]], "dataDir": "$TESTDIR/cni-ipam"}},
+		  {"type": "loopback"}]}
+	JSON
+}
+
+# start_runtime [POLICY_TOML]: see above. Sets DAEMON_PID, CRI_SOCK,
+# NRI_SOCK, CRICTL_CONFIG; the daemon logs to $TESTDIR/daemon.log.
+start_runtime() {
+	NRI_SOCK=$TESTDIR/nri.sock
+	mkdir -p "$TESTDIR/nri-plugins" "$TESTDIR/nri-conf" "$TESTDIR/crio.conf.d"
+	export NRI_SOCK
+	printf '%s\n' "${1:-}" >"$TESTDIR/policy.toml"
+	case $RUNTIME in
+	nrigate)
+		start_nrigate_nri "${1:-}" || return
+		crictl_cmd pull "oci-archive:$TEST_IMAGE" >/dev/null
+		;;
+	crio) start_crio "${1:-}" ;;
+	containerd) start_containerd "$TESTDIR/policy.toml" ;;
+	*) echo "RUNTIME=$RUNTIME unknown" >&2; return 1 ;;
+	esac
+}
+
+# stop_runtime: remove pods and containers through the runtime, stop it
+# and remove whatever it left (processes, mounts, namespaces, the bridge).
+stop_runtime() {
+	case $RUNTIME in
+	nrigate) cleanup_nrigate ;;
+	*) cleanup_real_runtime ;;
+	esac
+}
+
+# runtime_reload: ask the runtime to reload its configuration (SIGHUP).
+runtime_reload() {
+	kill -HUP "$DAEMON_PID"
+}
+
+# start_crio POLICY_TOML: CRI-O with a main config of private paths and
+# the policy as the drop-in $TESTDIR/crio.conf.d/10-test.conf.
+start_crio() {
+	local s=$TESTDIR/crio
+	CRI_SOCK=$TESTDIR/cri.sock
+	mkdir -p "$s" "$TESTDIR/runc"
+	echo '{"default":[{"type":"insecureAcceptAnything"}]}' >"$TESTDIR/signature-policy.json"
+	write_cni_config "$TESTDIR/cni"
+	cat >"$TESTDIR/crio.conf" <<-TOML
+		[crio]
+		root = "$s/root"
+		runroot = "$s/run"
+		storage_driver = "overlay"
+		log_dir = "$s/logs"
+		version_file = "$s/version"
+		version_file_persist = "$s/version-persist"
+		clean_shutdown_file = "$s/clean.shutdown"
+		[crio.api]
+		listen = "$CRI_SOCK"
+		[crio.runtime]
+		log_level = "info"
+		cgroup_manager = "cgroupfs"
+		default_runtime = "runc"
+		drop_infra_ctr = true
+		pinns_path = "$RUNTIME_BINDIR/pinns"
+		namespaces_dir = "$s/ns"
+		container_exits_dir = "$s/exits"
+		container_attach_socket_dir = "$s/attach"
+		[crio.runtime.runtimes.runc]
+		runtime_path = "$(command -v runc)"
+		runtime_type = "oci"
+		runtime_root = "$TESTDIR/runc"
+		monitor_path = "$(command -v conmon)"
+		monitor_cgroup = "pod"
+		[crio.image]
+		signature_policy = "$TESTDIR/signature-policy.json"
+		pause_image = "$CRIO_PAUSE_IMAGE"
+		[crio.network]
+		network_dir = "$TESTDIR/cni"
+		plugin_dirs = ["/usr/lib/cni"]
+		[crio.nri]
+		enable_nri = true
+		nri_listen = "$NRI_SOCK"
+		nri_plugin_dir = "$TESTDIR/nri-plugins"
+		nri_plugin_config_dir = "$TESTDIR/nri-conf"
+		nri_plugin_request_timeout = "1s"
+	TOML
+	printf '%s\n' "${1:-}" >"$TESTDIR/crio.conf.d/10-test.conf"
+	# Import before the start: copyimg writes CRI-O's store directly.
+	local layout name tool
+	layout=$(test_image_layout)
+	tool=$(crio_import_tool)
+	for name in "$TEST_IMAGE_NAME" "$CRIO_PAUSE_IMAGE"; do
+		"$tool" --root "$s/root" --runroot "$s/run" --storage-driver overlay \
+			--signature-policy "$TESTDIR/signature-policy.json" \
+			--image-name "$name" --import-from "oci:$layout" >>"$TESTDIR/import.log" 2>&1 ||
+			{ echo "image import failed:" >&2; cat "$TESTDIR/import.log" >&2; return 1; }
+	done
+	write_crictl_config
+	"$RUNTIME_BINDIR/crio" --config "$TESTDIR/crio.conf" --config-dir "$TESTDIR/crio.conf.d" \
+		>"$TESTDIR/daemon.log" 2>&1 &
+	DAEMON_PID=$!
+	wait_for 20 runtime_up
+}
+
+# runtime_up: the daemon runs and answers crictl info (for wait_for).
+runtime_up() {
+	kill -0 "$DAEMON_PID" 2>/dev/null || { echo "daemon exited:" >&2; tail -20 "$TESTDIR/daemon.log" >&2; return 2; }
+	crictl_q info
+}
+
+# containerd_config POLICY_TOML_FILE: containerd's private config in
+# $TESTDIR/containerd/config.toml. The policy tables, written for CRI-O,
+# get containerd's NRI plugin table headers: contrib/containerd's
+# containerd-test-config.sh does both when make containerd installed it;
+# the fallback below writes the same base config.
+containerd_config() {
+	local s=$TESTDIR/containerd script=$REPO_ROOT/contrib/containerd/containerd-test-config.sh
+	mkdir -p "$s"
+	if [[ -x $script && -z ${NRIGATE_OWN_CONTAINERD_CONFIG:-} ]]; then
+		containerd_config_contrib "$1"
+		return
+	fi
+	write_cni_config "$TESTDIR/cni"
+	cat >"$s/config.toml" <<-TOML
+		version = 3
+		root = "$s/root"
+		state = "$s/state"
+		[grpc]
+		  address = "$CRI_SOCK"
+		[ttrpc]
+		  address = "$s/ttrpc.sock"
+		[debug]
+		  level = "info"
+		[plugins."io.containerd.shim.v1.manager"]
+		  socket_dir = "$s/shims"
+		[plugins."io.containerd.cri.v1.runtime"]
+		  restrict_oom_score_adj = true
+		  netns_mounts_under_state_dir = true
+		  enable_selinux = false
+		  [plugins."io.containerd.cri.v1.runtime".containerd]
+		    default_runtime_name = "runc"
+		    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+		      runtime_type = "io.containerd.runc.v2"
+		      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+		        BinaryName = "$(command -v runc)"
+		        Root = "$TESTDIR/runc"
+		        SystemdCgroup = false
+		  [plugins."io.containerd.cri.v1.runtime".cni]
+		    bin_dirs = ["/usr/lib/cni"]
+		    conf_dir = "$TESTDIR/cni"
+		[plugins."io.containerd.cri.v1.images"]
+		  snapshotter = "overlayfs"
+		  [plugins."io.containerd.cri.v1.images".pinned_images]
+		    sandbox = "$CONTAINERD_PAUSE_IMAGE"
+		[plugins."io.containerd.nri.v1.nri"]
+		  disable = false
+		  socket_path = "$NRI_SOCK"
+		  plugin_path = "$TESTDIR/nri-plugins"
+		  plugin_config_path = "$TESTDIR/nri-conf"
+		  plugin_request_timeout = "1s"
+	TOML
+	crio_policy_to_containerd <"$1" >>"$s/config.toml"
+}
+
+# crio_policy_to_containerd: the policy TOML on stdin with CRI-O's table
+# headers turned into containerd's NRI plugin tables.
+crio_policy_to_containerd() {
+	sed -e 's/^\[crio\.nri\.policy/[plugins."io.containerd.nri.v1.nri".policy/'
+}
+
+# containerd_config_contrib POLICY_TOML_FILE: the config of
+# contrib/containerd/containerd-test-config.sh DIR [POLICY_TOML_FILE].
+containerd_config_contrib() {
+	local s=$TESTDIR/containerd
+	"$REPO_ROOT/contrib/containerd/containerd-test-config.sh" "$s" "$1" >"$TESTDIR/config-script.log" 2>&1 ||
+		{ cat "$TESTDIR/config-script.log" >&2; return 1; }
+}
+
+# start_containerd POLICY_TOML_FILE: containerd with its private config,
+# then the test and pause images imported with ctr.
+start_containerd() {
+	local s=$TESTDIR/containerd
+	CRI_SOCK=$s/containerd.sock
+	containerd_config "$1" || return
+	write_crictl_config
+	PATH=$RUNTIME_BINDIR:$PATH "$RUNTIME_BINDIR/containerd" --config "$s/config.toml" \
+		>"$TESTDIR/daemon.log" 2>&1 &
+	DAEMON_PID=$!
+	wait_for 20 runtime_up || return
+	containerd_import_images
+}
+
+# blob_put LAYOUT FILE: move FILE into LAYOUT's blobs; prints "DIGEST SIZE".
+blob_put() {
+	local d s
+	d=$(sha256sum "$2" | cut -d' ' -f1)
+	s=$(stat -c %s "$2")
+	mv "$2" "$1/blobs/sha256/$d"
+	echo "sha256:$d $s"
+}
+
+# containerd_images_archive: one OCI archive (built once per file) naming
+# the test image and a pause image: the same busybox layer whose command is
+# a shell loop that exits on TERM (containerd runs the pause container).
+containerd_images_archive() {
+	local d=${BATS_FILE_TMPDIR:-$TESTDIR}/containerd-images.tar
+	if [[ ! -f $d ]]; then
+		local l src m cfg cd cs md ms
+		src=$(test_image_layout)
+		l=$(mktemp -d "$TESTDIR/img.XXXX")
+		cp -r "$src/." "$l"
+		m=$(jq -r '.manifests[0].digest | sub("sha256:"; "")' "$src/index.json")
+		cfg=$(jq -r '.config.digest | sub("sha256:"; "")' "$src/blobs/sha256/$m")
+		jq -c '.config.Cmd = ["sh", "-c", "trap \"exit 0\" TERM; while :; do sleep 1 & wait; done"]' \
+			"$src/blobs/sha256/$cfg" >"$l/pause-config.json"
+		read -r cd cs < <(blob_put "$l" "$l/pause-config.json")
+		jq -c --arg d "$cd" --argjson s "$cs" '.config.digest = $d | .config.size = $s' \
+			"$src/blobs/sha256/$m" >"$l/pause-manifest.json"
+		read -r md ms < <(blob_put "$l" "$l/pause-manifest.json")
+		jq --arg a "$TEST_IMAGE_NAME" --arg b "$CONTAINERD_PAUSE_IMAGE" --arg md "$md" --argjson ms "$ms" '
+			.manifests = [(.manifests[0] | .annotations["org.opencontainers.image.ref.name"] = $a),
+			              (.manifests[0] | .digest = $md | .size = $ms |
+			               .annotations["org.opencontainers.image.ref.name"] = $b)]' \
+			"$src/index.json" >"$l/index.json"
+		tar -C "$l" -cf "$d" .
+		rm -rf "$l"
+	fi
+	echo "$d"
+}
+
+# containerd_import_images: the test and pause images, one ctr import.
+containerd_import_images() {
+	local d
+	d=$(containerd_images_archive)
+	"$RUNTIME_BINDIR/ctr" --address "$CRI_SOCK" -n k8s.io images import --no-unpack=false "$d" >>"$TESTDIR/import.log" 2>&1 ||
+		{ echo "ctr import failed:" >&2; cat "$TESTDIR/import.log" >&2; return 1; }
+}
+
+# cleanup_real_runtime: the teardown of CRI-O and containerd: pods through
+# crictl while the daemon runs, then the daemon, then any process, mount,
+# runc container and bridge of this test left behind.
+cleanup_real_runtime() {
+	[[ -n ${TESTDIR:-} && -d $TESTDIR ]] || return 0
+	if [[ -n ${DAEMON_PID:-} ]]; then
+		crictl_cmd rmp -fa >/dev/null 2>&1 || true
+		kill -TERM "$DAEMON_PID" 2>/dev/null || true
+		local i
+		for i in $(seq 100); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.05; done
+		kill -KILL "$DAEMON_PID" 2>/dev/null || true
+		wait "$DAEMON_PID" 2>/dev/null || true
+		DAEMON_PID=
+	fi
+	local id pid
+	if [[ -d $TESTDIR/runc ]]; then
+		for id in $(runc --root "$TESTDIR/runc" list -q 2>/dev/null); do
+			runc --root "$TESTDIR/runc" kill "$id" KILL 2>/dev/null || true
+			runc --root "$TESTDIR/runc" delete --force "$id" 2>/dev/null || true
+		done
+	fi
+	# conmon and containerd shims outlive their daemon: end those whose
+	# command line names this test's directory (they are ours).
+	for pid in $(grep -lsF "$TESTDIR/" /proc/[0-9]*/cmdline | cut -d/ -f3); do
+		[[ $pid != "$$" && $pid != "$BASHPID" ]] && kill -KILL "$pid" 2>/dev/null || true
+	done
+	awk -v d="$TESTDIR/" 'index($2, d) == 1 { print $2 }' /proc/self/mounts | sort -r | while read -r m; do
+		umount -l "$m" 2>/dev/null || true
+	done
+	[[ -n ${CNI_BRIDGE:-} ]] && ip link delete "$CNI_BRIDGE" 2>/dev/null || true
+	CNI_BRIDGE=
+}
+
+# --- Parity records (make parity) --------------------------------------------
+#
+# With PARITY_RECORDS set to a file, every gated request the policy suite
+# makes appends one JSON line: runtime, mode, test, step, outcome
+# (created | refused | failed), the refusal text and the seconds it took.
+# hack/parity.sh turns these into docs/parity.md.
+
+# crictl_desc TEXT: the gRPC message of a crictl error, unquoted.
+crictl_desc() {
+	local e=$1
+	[[ $e == *"desc = "* ]] && e=${e#*desc = }
+	e=${e//\\\"/\"}
+	e=${e%$'\n'}
+	e=${e%\"}
+	printf '%s' "$e"
+}
+
+# record_step STEP STATUS STDERR START_EPOCHREALTIME
+record_step() {
+	[[ -n ${PARITY_RECORDS:-} ]] || return 0
+	local step=$1 st=$2 err=$3 start=$4 outcome=created
+	local secs
+	secs=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }')
+	if ((st != 0)); then
+		outcome=failed
+		[[ $err == *FailedPrecondition* ]] && outcome=refused
+	fi
+	jq -cn --arg rt "$RUNTIME" --arg mode "${PARITY_MODE:-policy}" --arg t "${BATS_TEST_DESCRIPTION:-}" \
+		--arg step "$step" --arg o "$outcome" --arg msg "$( ((st == 0)) || crictl_desc "$err")" --argjson s "$secs" \
+		'{runtime: $rt, mode: $mode, test: $t, step: $step, outcome: $o, message: $msg, seconds: $s}' \
+		>>"$PARITY_RECORDS"
 }

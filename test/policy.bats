@@ -13,13 +13,14 @@ setup_file() {
 
 setup() {
 	require_daemon_suite
+	require_runtime
 	[[ -x $NRI_FAULTY_BINARY ]] || skip "$NRI_FAULTY_BINARY not built (run make build)"
 	setup_tmpdir
 }
 
 teardown() {
 	stop_faulty
-	cleanup_nrigate
+	stop_runtime
 	cleanup_tmpdir
 }
 
@@ -31,10 +32,9 @@ policy() {
 	printf '%s\n' "$@"
 }
 
-# start_with POLICY_TOML: start the daemon and pull the test image.
+# start_with POLICY_TOML: start $RUNTIME with the policy and the test image.
 start_with() {
-	start_nrigate_nri "$1"
-	crictl_cmd pull "oci-archive:$TEST_IMAGE" >/dev/null
+	start_runtime "$1"
 }
 
 # run_pod NAME [NAMESPACE [LABELS [ANNOTATIONS]]]: runp; sets POD_ID and POD_JSON.
@@ -43,11 +43,27 @@ run_pod() {
 	POD_ID=$(crictl_cmd runp "$POD_JSON")
 }
 
-# create_ctr NAME: crictl create in $POD_ID, output and status in $output/$status.
+# create_ctr NAME: crictl create in $POD_ID, output and status in
+# $output/$status; recorded for make parity.
 create_ctr() {
-	local cfg
+	local cfg t0=$EPOCHREALTIME
 	cfg=$(ctr_config "$1" sh -c 'exec sleep 1000')
 	run --separate-stderr crictl_cmd create "$POD_ID" "$cfg" "$POD_JSON"
+	record_step "create $1" "$status" "$stderr" "$t0"
+}
+
+# runp_gated POD_JSON STEP: crictl runp as a gated request (recorded).
+runp_gated() {
+	local t0=$EPOCHREALTIME
+	run --separate-stderr crictl_cmd runp "$1"
+	record_step "$2" "$status" "$stderr" "$t0"
+}
+
+# update_gated ID CPU_SHARES: crictl update as a gated request (recorded).
+update_gated() {
+	local t0=$EPOCHREALTIME
+	run --separate-stderr crictl_cmd update --cpu-share "$2" "$1"
+	record_step "update $2" "$status" "$stderr" "$t0"
 }
 
 # assert_refused EVENT NS/POD CONTAINER REASON: $stderr is a policy refusal
@@ -108,7 +124,7 @@ no_container() {
 	assert_refused CreateContainer default/web app "guard"
 	no_container
 	stop_faulty
-	cleanup_nrigate
+	stop_runtime
 
 	start_with "$(policy ignore)"
 	start_faulty --mode crash-during
@@ -128,7 +144,7 @@ no_container() {
 	assert_refused CreateContainer default/web app "guard"
 	no_container
 	stop_faulty
-	cleanup_nrigate
+	stop_runtime
 
 	start_with "$(policy ignore)"
 	start_faulty --mode hang --hang 5s
@@ -149,7 +165,7 @@ no_container() {
 		[ "$status" -ne 0 ]
 		no_container
 		stop_faulty
-		cleanup_nrigate
+		stop_runtime
 	done
 }
 
@@ -196,13 +212,13 @@ $global"
 @test "RunPodSandbox gating: an absent plugin refuses the pod, which leaves no trace" {
 	start_with "$(policy fail 'events = ["RunPodSandbox", "CreateContainer"]')"
 	pod=$(nri_pod_config web)
-	run --separate-stderr crictl_cmd runp "$pod"
+	runp_gated "$pod" "runp web"
 	[ "$status" -ne 0 ]
 	assert_refused RunPodSandbox default/web "" "is not registered"
 	[ -z "$(crictl_cmd pods -q)" ]
 	start_faulty
 	wait_for 10 guard_ready
-	run --separate-stderr crictl_cmd runp "$pod"
+	runp_gated "$pod" "runp web (plugin up)"
 	[ "$status" -eq 0 ]
 }
 
@@ -315,7 +331,7 @@ $global"
 			[ "$status" -eq 0 ]
 			[ "$(crictl_cmd ps -aq | wc -l)" -eq 2 ]
 		fi
-		cleanup_nrigate
+		stop_runtime
 	done
 }
 
@@ -328,11 +344,11 @@ $global"
 	[ "$status" -eq 0 ]
 	id=$output
 	crictl_cmd start "$id" >/dev/null
-	run --separate-stderr crictl_cmd update --cpu-share 512 "$id"
+	update_gated "$id" 512
 	[ "$status" -eq 0 ]
 	stop_faulty
 	wait_for 10 nri_condition_is NRIPluginsReady false
-	run --separate-stderr crictl_cmd update --cpu-share 256 "$id"
+	update_gated "$id" 256
 	[ "$status" -ne 0 ]
 	assert_refused UpdateContainer default/web app "disconnected"
 }
