@@ -151,6 +151,9 @@ func (p *Policy) Admit(ctx context.Context, req Request) (context.Context, *Admi
 		now := time.Now()
 		if start.IsZero() {
 			start = now
+			if p.onWait != nil {
+				p.onWait(req.Event)
+			}
 		}
 		elapsed := now.Sub(start)
 		next := time.Duration(-1)

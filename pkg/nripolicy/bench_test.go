@@ -100,3 +100,29 @@ func BenchmarkCreateContainerRelay(b *testing.B) {
 	b.ReportMetric(nsGated, "ns-with/op")
 	b.ReportMetric(nsGated/nsPlain, "ratio")
 }
+
+// BenchmarkRegistrationWaitRelease measures how long a request waiting in
+// Admit (registration_wait) takes to be released once its plugin has
+// synchronized: ns/op is the release latency, without any plugin I/O.
+func BenchmarkRegistrationWaitRelease(b *testing.B) {
+	p := mustNew(b, cfgOf("guard", func(pc *PluginConfig) { pc.RegistrationWait = Duration(10 * time.Second) }))
+	waits := waiting(p)
+	req := Request{Event: EventCreateContainer, Pod: pod("d", "p", nil), Container: ctr("c")}
+	var total time.Duration
+	for i := 0; i < b.N; i++ {
+		c := fakeConn(p, "guard", "10", false, api.Event_CREATE_CONTAINER)
+		done := make(chan time.Time, 1)
+		go func() {
+			if _, _, err := p.Admit(context.Background(), req); err != nil {
+				b.Error(err)
+			}
+			done <- time.Now()
+		}()
+		<-waits
+		synced := time.Now()
+		syncConn(p, c)
+		total += (<-done).Sub(synced)
+		p.trk.closed(c)
+	}
+	b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "release-ns/op")
+}

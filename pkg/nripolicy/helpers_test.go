@@ -119,3 +119,11 @@ func (l *logRec) Warnf(f string, a ...any) {
 	l.mu.Unlock()
 }
 func (l *logRec) Errorf(string, ...any) {}
+
+// waiting returns a channel that receives each event an Admit of p starts
+// waiting for.
+func waiting(p *Policy) <-chan Event {
+	c := make(chan Event, 16)
+	OnWait(p, func(ev Event) { c <- ev })
+	return c
+}

@@ -268,6 +268,44 @@ var _ = Describe("Several instances of one plugin", func() {
 	})
 })
 
+// The policy binds each RegisterPlugin to its connection through a ttrpc
+// server option, relying on upstream creating a connection's server right
+// after its client, one connection at a time (plugin.connect). This pins
+// that: plugins connecting all at once keep their own identities, so
+// killing some marks exactly those disconnected.
+var _ = Describe("Registration binding", func() {
+	It("keeps each of 8 concurrently connecting plugins bound to its own connection", func() {
+		names := []string{"pa", "pb", "pc", "pd", "pe", "pf", "pg", "ph"}
+		cfg := nripolicy.DefaultConfig()
+		cfg.Plugins = map[string]*nripolicy.PluginConfig{}
+		for _, n := range names {
+			cfg.Plugins[n] = nripolicy.DefaultPluginConfig()
+		}
+		e := newEnv(cfg)
+		procs := map[string]*testrig.Faulty{}
+		for _, n := range names {
+			procs[n] = e.startPlugin(n, "10")
+		}
+		for _, n := range names {
+			_, err := procs[n].WaitReady(readyTimeout)
+			Expect(err).NotTo(HaveOccurred())
+			Eventually(guardStateOf(e.policy, n)).WithTimeout(2*time.Second).Should(Equal(nripolicy.StateReady), n)
+		}
+		killed := map[string]bool{"pb": true, "pe": true, "ph": true}
+		for n := range killed {
+			procs[n].Kill()
+		}
+		for _, n := range names {
+			want := nripolicy.StateReady
+			if killed[n] {
+				want = nripolicy.StateDisconnected
+			}
+			Eventually(guardStateOf(e.policy, n)).WithTimeout(2*time.Second).Should(Equal(want), n)
+			Consistently(guardStateOf(e.policy, n)).WithTimeout(20*time.Millisecond).Should(Equal(want), n)
+		}
+	})
+})
+
 var _ = Describe("A plugin's own error", func() {
 	for _, fp := range []nripolicy.FailPolicy{nripolicy.FailPolicyFail, nripolicy.FailPolicyIgnore} {
 		for _, ev := range gatedEvents {

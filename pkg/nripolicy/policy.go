@@ -129,6 +129,8 @@ type Policy struct {
 	trk *tracker
 	// defaultHandler is the handler of pods that name none.
 	defaultHandler string
+	// onWait, if set (by tests), is called when an Admit starts waiting.
+	onWait func(Event)
 
 	// adaptation is set by Attach; Admit uses its BlockPluginSync as a
 	// barrier after a plugin's synchronization (see Admit).

@@ -143,14 +143,19 @@ func TestUpstreamMetricsPluginErrorIsStatusError(t *testing.T) {
 
 func TestUpstreamPluginCountNotUpdatedOnDisconnectAlone(t *testing.T) {
 	rec := &testrig.Recorder{}
-	r := newUpstreamRig(t, nil, adaptation.WithMetrics(rec))
+	spy := &connSpy{closed: map[*ttrpc.Client]time.Time{}}
+	r := newUpstreamRig(t, nil, adaptation.WithMetrics(rec), adaptation.WithTTRPCOptions([]ttrpc.ClientOpts{spy.clientOpt}, nil))
 	f := r.faulty("guard", "10", "--events", "CreateContainer")
 	if !testrig.Eventually(time.Second, func() bool { return len(rec.Filter("count", "", "")) > 0 }) {
 		t.Fatal("UpdatePluginCount not called on registration")
 	}
 	rec.Reset()
 	f.Kill()
-	time.Sleep(200 * time.Millisecond)
+	// UserOnCloseWait returns once upstream's close handler has run: any
+	// count update a disconnect made by itself would be recorded by then.
+	if !testrig.Eventually(2*time.Second, func() bool { return spy.closedCount() == 1 }) {
+		t.Fatal("the plugin's connection did not close")
+	}
 	if c := rec.Filter("count", "", ""); len(c) != 0 {
 		t.Fatalf("UpdatePluginCount called on a disconnect without a request: %+v", c)
 	}

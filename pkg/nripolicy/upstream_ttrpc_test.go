@@ -3,6 +3,7 @@ package nripolicy_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -99,6 +100,12 @@ func (s *connSpy) serverInterceptor(ctx context.Context, unmarshal ttrpc.Unmarsh
 		}
 	}
 	return m(ctx, unmarshal)
+}
+
+func (s *connSpy) closedCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.closed)
 }
 
 func (s *connSpy) snapshot() ([]*ttrpc.Client, []time.Time, []seenCall) {
@@ -285,14 +292,17 @@ func TestUpstreamWithOnCloseReplacesAdaptationHandler(t *testing.T) {
 // plugin's request timeout of the request before it.
 func TestUpstreamRelaysAreSerialized(t *testing.T) {
 	r := newUpstreamRig(t, nil)
-	r.faulty("guard", "10", "--events", "CreateContainer", "--mode", "hang", "--hang", "3s")
+	f := r.faulty("guard", "10", "--events", "CreateContainer", "--mode", "hang", "--hang", "3s")
 	first := make(chan time.Time, 1)
 	start := time.Now()
 	go func() {
 		_, _ = r.create(context.Background(), testrig.Pod("default", nil, nil))
 		first <- time.Now()
 	}()
-	time.Sleep(50 * time.Millisecond)
+	// The plugin logs the hang when the request reaches it.
+	if !testrig.Eventually(2*time.Second, func() bool { return strings.Contains(f.LogText(), "hang CreateContainer") }) {
+		t.Fatal("the hung request never reached the plugin")
+	}
 	if err := r.a.RunPodSandbox(context.Background(), &adaptation.RunPodSandboxRequest{Pod: testrig.Pod("default", nil, nil)}); err != nil {
 		t.Fatal(err)
 	}

@@ -133,9 +133,10 @@ func TestWiringHappyPath(t *testing.T) {
 		rsp *api.CreateContainerResponse
 		err error
 	}
+	waits := waiting(p)
 	done := make(chan res, 1)
 	go func() { rsp, err := r.create(context.Background(), pd, c); done <- res{rsp, err} }()
-	time.Sleep(20 * time.Millisecond)
+	<-waits
 	changed := p.Changed()
 	s := r.plugin(t, "guard", "10")
 	got := <-done
