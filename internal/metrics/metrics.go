@@ -145,8 +145,10 @@ func (m *Metrics) Decided(d nripolicy.Decision) {
 func (m *Metrics) ReadinessChanged(states []nripolicy.PluginState) {
 	m.ready.Reset()
 	for _, s := range states {
+		// Several instances of one plugin have an entry each; the gauge
+		// is per plugin key.
 		v := 0.0
-		if s.State == nripolicy.StateReady {
+		if s.KeyReady {
 			v = 1
 		}
 		m.ready.WithLabelValues(s.Key).Set(v)

@@ -117,7 +117,7 @@ nrigate_nri_policy_wait_seconds_count{event="RunPodSandbox",plugin="obs"} 1
 		t.Error(err)
 	}
 
-	m.ReadinessChanged([]nripolicy.PluginState{{Key: "guard", State: nripolicy.StateReady}, {Key: "obs", State: nripolicy.StateRegistered}})
+	m.ReadinessChanged([]nripolicy.PluginState{{Key: "guard", State: nripolicy.StateReady, KeyReady: true}, {Key: "obs", State: nripolicy.StateRegistered}})
 	if g, o := testutil.ToFloat64(m.ready.WithLabelValues("guard")), testutil.ToFloat64(m.ready.WithLabelValues("obs")); g != 1 || o != 0 {
 		t.Errorf("ready: guard %v obs %v, want 1 0", g, o)
 	}

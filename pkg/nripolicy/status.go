@@ -148,7 +148,7 @@ const (
 	StateDisconnected PluginStateKind = "disconnected"
 )
 
-// PluginState is one plugin in a Snapshot.
+// PluginState is one plugin instance in a Snapshot.
 type PluginState struct {
 	// Key is the configured key, or idx-name for an unconfigured plugin.
 	Key string
@@ -158,6 +158,11 @@ type PluginState struct {
 	State       PluginStateKind
 	// Configured says the policy names the plugin.
 	Configured bool
+	// KeyReady says whether the plugin as a whole (Key) is ready: with
+	// several instances, every instance has an entry of its own, and the
+	// key is ready while its synchronized instances together subscribe to
+	// every event it is required for.
+	KeyReady bool
 	// Events are the events the plugin subscribed to.
 	Events     []string
 	FailPolicy FailPolicy
@@ -169,8 +174,9 @@ type PluginState struct {
 	LastError string
 }
 
-// Snapshot returns the configured plugins and the connected unconfigured
-// ones, sorted by key.
+// Snapshot returns the configured plugins, with one entry per connected
+// instance (or one entry while none is connected), and the connected
+// unconfigured plugins, sorted by key and index.
 func (p *Policy) Snapshot() []PluginState {
 	return p.snapshot(p.cur.Load(), p.trk.view())
 }
@@ -180,7 +186,7 @@ func (p *Policy) snapshot(c *compiled, v *view) []PluginState {
 	for _, r := range c.plugins {
 		st := v.check(r, api.Event_UNKNOWN)
 		base := PluginState{Key: r.key, Name: r.base, Index: r.idx, State: st.state, Configured: true,
-			FailPolicy: r.policy, Readiness: r.readiness, Since: p.trk.created}
+			KeyReady: st.state == StateReady, FailPolicy: r.policy, Readiness: r.readiness, Since: p.trk.created}
 		live := 0
 		// Every connected instance has an entry of its own.
 		for _, i := range v.byBase[r.base] {
@@ -209,7 +215,7 @@ func (p *Policy) snapshot(c *compiled, v *view) []PluginState {
 			state = StateRegistered
 		}
 		out = append(out, PluginState{Key: cv.idx + "-" + cv.base, Name: cv.base, Index: cv.idx, State: state,
-			Events: eventNames(cv.events), Since: cv.since, LastError: v.lastErr[cv.idx+"-"+cv.base]})
+			KeyReady: state == StateReady, Events: eventNames(cv.events), Since: cv.since, LastError: v.lastErr[cv.idx+"-"+cv.base]})
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Key != out[j].Key {
