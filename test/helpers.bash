@@ -410,9 +410,21 @@ stop_runtime() {
 }
 
 # runtime_reload: ask the runtime to reload its configuration (SIGHUP).
+# RELOAD_OK_LOG and RELOAD_KEPT_LOG are the lines its log shows after a
+# good policy reload and after a bad one that kept the old policy.
 runtime_reload() {
 	kill -HUP "$DAEMON_PID"
 }
+case $RUNTIME in
+crio)
+	RELOAD_OK_LOG=${RELOAD_OK_LOG:-NRI policy reloaded}
+	RELOAD_KEPT_LOG=${RELOAD_KEPT_LOG:-keeping the old NRI policy}
+	;;
+*)
+	RELOAD_OK_LOG=${RELOAD_OK_LOG:-NRI policy reloaded}
+	RELOAD_KEPT_LOG=${RELOAD_KEPT_LOG:-keeping the old NRI policy}
+	;;
+esac
 
 # start_crio POLICY_TOML: CRI-O with a main config of private paths and
 # the policy as the drop-in $TESTDIR/crio.conf.d/10-test.conf.

@@ -20,6 +20,11 @@ setup() {
 
 teardown() {
 	stop_faulty
+	if [[ -n ${FAULTY2_PID:-} ]]; then
+		kill -KILL "$FAULTY2_PID" 2>/dev/null || true
+		wait "$FAULTY2_PID" 2>/dev/null || true
+		FAULTY2_PID=
+	fi
 	stop_runtime
 	cleanup_tmpdir
 }
@@ -80,6 +85,23 @@ assert_refused() {
 # guard_state_is STATE: the plugin guard's state in crictl info.
 guard_state_is() {
 	[ "$(crictl_cmd info | jq -r '.nri.plugins[] | select(.key == "guard") | .state')" = "$1" ]
+}
+
+# guard_fail_policy_is FP: the fail policy crictl info shows for guard.
+guard_fail_policy_is() {
+	[ "$(crictl_cmd info | jq -r '.nri.plugins[] | select(.key == "guard") | .fail_policy' | sort -u)" = "$1" ]
+}
+
+# start_faulty2 [ARGS...]: a second instance of guard, 20-guard. Sets FAULTY2_PID.
+start_faulty2() {
+	"$NRI_FAULTY_BINARY" --name guard --idx 20 --socket "$NRI_SOCK" \
+		--log-file "$TESTDIR/faulty20.log" "$@" &
+	FAULTY2_PID=$!
+}
+
+# plugin_synced LOG: the nri-faulty writing LOG was synchronized.
+plugin_synced() {
+	grep -q "ready (synchronized" "$1" 2>/dev/null
 }
 
 # no_container: crictl ps -a lists nothing.
@@ -274,19 +296,23 @@ $global"
 }
 
 @test "SIGHUP reloads the policy; an invalid reload keeps the old one" {
+	[[ $RUNTIME != containerd ]] ||
+		runtime_lacks "SIGHUP policy reload" "containerd has no configuration reload; its NRI plugin config is read once at start"
 	start_with "$(policy fail)"
 	run_pod web
 	create_ctr app1
 	[ "$status" -ne 0 ]
 	printf '[crio.nri.policy.plugins.guard]\nfail_policy = "ignore"\n' >"$TESTDIR/crio.conf.d/20-policy.conf"
-	kill -HUP "$DAEMON_PID"
-	wait_for 10 grep -q "NRI policy reloaded" "$TESTDIR/daemon.log"
+	runtime_reload
+	wait_for 10 guard_fail_policy_is ignore
+	wait_for 10 grep -q "$RELOAD_OK_LOG" "$TESTDIR/daemon.log"
 	create_ctr app2
 	[ "$status" -eq 0 ]
 	printf '[crio.nri.policy.plugins.guard]\nfail_policy = "bogus"\n' >"$TESTDIR/crio.conf.d/20-policy.conf"
-	kill -HUP "$DAEMON_PID"
-	wait_for 10 grep -q "keeping the old NRI policy" "$TESTDIR/daemon.log"
-	grep "keeping the old NRI policy" "$TESTDIR/daemon.log" | grep -q "20-policy.conf"
+	runtime_reload
+	wait_for 10 grep -q "$RELOAD_KEPT_LOG" "$TESTDIR/daemon.log"
+	grep "$RELOAD_KEPT_LOG" "$TESTDIR/daemon.log" | grep -q "bogus"
+	guard_fail_policy_is ignore
 	create_ctr app3
 	[ "$status" -eq 0 ]
 }
@@ -353,6 +379,89 @@ $global"
 	assert_refused UpdateContainer default/web app "disconnected"
 }
 
+@test "partial subscription: required for RunPodSandbox and CreateContainer, subscribed to RunPodSandbox only: refused at CreateContainer; ignore lets it through" {
+	for fp in fail ignore; do
+		start_with "$(policy $fp 'events = ["RunPodSandbox", "CreateContainer"]')"
+		start_faulty --events RunPodSandbox
+		wait_for 10 plugin_synced "$TESTDIR/faulty.log"
+		run_pod web
+		create_ctr app
+		if [ "$fp" = fail ]; then
+			[ "$status" -ne 0 ]
+			assert_refused CreateContainer default/web app "not subscribed to CreateContainer"
+			no_container
+			wait_for 5 nri_condition_is NRIPluginsReady false
+			assert_contains "$(crictl_cmd info | jq -r '.status.conditions[] | select(.type == "NRIPluginsReady") | .message')" \
+				"not subscribed to CreateContainer"
+		else
+			[ "$status" -eq 0 ]
+			[ "$(crictl_cmd ps -aq | wc -l)" -eq 1 ]
+		fi
+		stop_faulty
+		stop_runtime
+	done
+}
+
+@test "two instances of one plugin: 10-guard hanging past the 1s timeout refuses although 20-guard answers; ignore lets it through" {
+	for fp in fail ignore; do
+		start_with "$(policy $fp)"
+		start_faulty --mode hang --hang 5s
+		start_faulty2
+		wait_for 10 plugin_synced "$TESTDIR/faulty.log"
+		wait_for 10 plugin_synced "$TESTDIR/faulty20.log"
+		run_pod web
+		create_ctr app
+		if [ "$fp" = fail ]; then
+			[ "$status" -ne 0 ]
+			assert_refused CreateContainer default/web app "guard"
+			no_container
+		else
+			[ "$status" -eq 0 ]
+			[ "$(crictl_cmd ps -aq | wc -l)" -eq 1 ]
+		fi
+		# 20-guard did answer the request either way.
+		grep -q "acted CreateContainer pod=default/web" "$TESTDIR/faulty20.log"
+		stop_faulty
+		kill -KILL "$FAULTY2_PID"
+		wait "$FAULTY2_PID" || true
+		FAULTY2_PID=
+		stop_runtime
+	done
+}
+
+@test "scope: runtime_handlers = [\"runc\"] covers a pod that names no handler (the default handler); [\"kata\"] does not" {
+	start_with "$(policy fail 'runtime_handlers = ["runc"]')"
+	run_pod web
+	create_ctr app
+	[ "$status" -ne 0 ]
+	assert_refused CreateContainer default/web app "is not registered"
+	no_container
+	stop_runtime
+
+	start_with "$(policy fail 'runtime_handlers = ["kata"]')"
+	run_pod web
+	create_ctr app
+	[ "$status" -eq 0 ]
+}
+
+@test "ignore: RunPodSandbox and UpdateContainer go through while the plugin is absent or gone" {
+	start_with "$(policy ignore 'events = ["RunPodSandbox", "CreateContainer", "UpdateContainer"]')"
+	pod=$(nri_pod_config web)
+	runp_gated "$pod" "runp web"
+	[ "$status" -eq 0 ]
+	POD_ID=$output POD_JSON=$pod
+	start_faulty
+	wait_for 10 guard_ready
+	create_ctr app
+	[ "$status" -eq 0 ]
+	id=$output
+	crictl_cmd start "$id" >/dev/null
+	stop_faulty
+	wait_for 10 guard_state_is disconnected
+	update_gated "$id" 256
+	[ "$status" -eq 0 ]
+}
+
 # stop_acted_count CONTAINER: how many StopContainer requests guard acted on
 # for CONTAINER.
 stop_acted_count() {
@@ -402,6 +511,8 @@ metric_is() {
 }
 
 @test "metrics: a refusal is counted and logged once with fields; readiness and plugin invocations are exported" {
+	[[ $RUNTIME == nrigate ]] ||
+		runtime_lacks "nrigate's metric names and decision log line" "internal/metrics and internal/nri are the in-tree runtime's; $RUNTIME exports its own metrics"
 	require_cmd curl ss shuf
 	port=$(free_port)
 	METRICS_URL=http://127.0.0.1:$port/metrics
