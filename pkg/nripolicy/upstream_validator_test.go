@@ -74,6 +74,23 @@ func TestUpstreamValidatorEscapeUnsubscribed(t *testing.T) {
 	}
 }
 
+// Two instances of the required plugin, one hung past the request
+// timeout: the other's answer satisfies the validator, so the container
+// is created although 10-guard never acted on it.
+func TestUpstreamValidatorEscapeOneOfTwoInstancesHung(t *testing.T) {
+	r := newValidatorRig(t)
+	hung := r.faulty("guard", "10", "--events", "CreateContainer", "--mode", "hang", "--hang", "2s")
+	r.faulty("guard", "20", "--events", "CreateContainer")
+	pod := testrig.Pod("default", nil, nil)
+	rsp, err := r.create(context.Background(), pod)
+	if err != nil || !testrig.Acted(rsp, "guard") {
+		t.Fatalf("upstream now refuses a container one of two instances hung on (err %v): update docs/design.md", err)
+	}
+	if hung.ActedOn("CreateContainer", pod.GetUid()) {
+		t.Fatal("the hung instance acted after all")
+	}
+}
+
 func TestUpstreamValidatorNeverChecksRunPodSandbox(t *testing.T) {
 	r := newValidatorRig(t)
 	if err := r.a.RunPodSandbox(context.Background(), &adaptation.RunPodSandboxRequest{Pod: testrig.Pod("default", nil, nil)}); err != nil {
