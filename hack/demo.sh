@@ -33,18 +33,22 @@ check() {
 	if "$@"; then ok "$what"; else fail "$what"; fi
 }
 
-for c in runc conmon crictl jq ip; do
+for c in runc crictl jq ip; do
 	command -v "$c" >/dev/null || { echo "demo: $c not installed (run make install-deps)" >&2; exit 2; }
 done
 [[ $(id -u) -eq 0 ]] || { echo "demo: needs root" >&2; exit 2; }
 [[ -x $NRIGATE_BINARY && -x $NRI_FAULTY_BINARY ]] || { echo "demo: run make build first" >&2; exit 2; }
+# require_runtime skips in the suites; here a missing runtime is exit 2.
+skip() { echo "demo: $*" >&2; exit 2; }
+require_runtime
+unset -f skip
 
 cleanup() {
 	if [[ -n $PLUGIN_PID ]]; then
 		kill -KILL "$PLUGIN_PID" 2>/dev/null
 		{ wait "$PLUGIN_PID"; } 2>/dev/null
 	fi
-	cleanup_nrigate
+	stop_runtime
 	cleanup_tmpdir
 }
 trap cleanup EXIT
@@ -82,13 +86,14 @@ refused_not_acted() {
 	refused && [[ $ERR == *"lost its connection while handling"* || $ERR == *"did not answer"* ]]
 }
 
-say "starting nrigate in $TESTDIR with the demo policy:"
+say "starting $RUNTIME in $TESTDIR with the demo policy:"
 sed -n '/^\[/,$p' "$REPO_ROOT/contrib/demo/crio.conf.d/10-nri-faulty.conf" | sed 's/^/   /'
-build_test_image "$TESTDIR/busybox.tar" || { echo "demo: cannot build the test image" >&2; exit 2; }
-start_nrigate_nri "$(cat "$REPO_ROOT/contrib/demo/crio.conf.d/10-nri-faulty.conf")" ||
-	{ echo "demo: daemon did not start:" >&2; tail -20 "$TESTDIR/daemon.log" >&2; exit 1; }
-crictl_cmd pull "oci-archive:$TESTDIR/busybox.tar" >/dev/null || { echo "demo: pull failed" >&2; exit 1; }
-ok "daemon up, test image pulled"
+TEST_IMAGE=$TESTDIR/busybox.tar
+build_test_image "$TEST_IMAGE" || { echo "demo: cannot build the test image" >&2; exit 2; }
+# RUNTIME (nrigate, crio or containerd) selects the daemon, as in the BATS suites.
+start_runtime "$(cat "$REPO_ROOT/contrib/demo/crio.conf.d/10-nri-faulty.conf")" ||
+	{ echo "demo: $RUNTIME did not start:" >&2; tail -20 "$TESTDIR/daemon.log" >&2; exit 1; }
+ok "$RUNTIME up, test image imported"
 
 say "1. the plugin is not running: crictl info reports NRIPluginsReady=false"
 check "NRIPluginsReady=$(nri_condition NRIPluginsReady)" nri_condition_is NRIPluginsReady false

@@ -7,11 +7,12 @@ load helpers
 @test "hack/demo.sh passes every step" {
 	require_binary
 	require_root
-	require_cmd crictl runc conmon jq ip
+	require_runtime
+	require_cmd crictl runc jq ip
 	[[ -x $NRI_FAULTY_BINARY ]] || skip "$NRI_FAULTY_BINARY not built (run make build)"
 	[[ -x /bin/busybox ]] || skip "busybox-static not installed"
 	export PATH=$PATH:$(go env GOPATH 2>/dev/null)/bin
-	run timeout 60 bash "$REPO_ROOT/hack/demo.sh"
+	run timeout 90 bash "$REPO_ROOT/hack/demo.sh"
 	echo "$output"
 	[ "$status" -eq 0 ]
 	assert_contains "$output" "demo passed: every step behaved as described"

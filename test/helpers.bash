@@ -310,7 +310,7 @@ CONTAINERD_PAUSE_IMAGE=registry.k8s.io/pause:3.10.2
 # helpers are there; sets nothing.
 require_runtime() {
 	case $RUNTIME in
-	nrigate) require_binary ;;
+	nrigate) require_binary && require_cmd conmon runc ;;
 	crio)
 		require_cmd conmon runc
 		[[ -x $RUNTIME_BINDIR/crio && -x $RUNTIME_BINDIR/pinns ]] ||
