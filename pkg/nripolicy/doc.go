@@ -34,12 +34,18 @@
 // upstream appends the plugin to its relay list while holding the sync
 // write lock.
 //
-// Admit puts the Admission into the returned context; upstream passes it
-// through to the ttrpc call, so the interceptor records each plugin's
-// answer to the gated call on it. Done then refuses the request if a
-// required plugin that subscribes to the event has no successful answer:
-// it was skipped because its connection had closed, it timed out, or it
-// lost its connection. A plugin's own error fails the relay upstream.
+// A plugin is ready for an event when a synchronized instance subscribes
+// to it. Admit puts the Admission into the returned context; upstream
+// passes it through to the ttrpc call, so the interceptor records each
+// instance's answer to the gated call on it. Done then refuses the request
+// if an instance of a required plugin that subscribes to the event (every
+// synchronized instance, when several match the key) has no successful
+// answer: it was skipped because its connection had closed, it timed out,
+// or it lost its connection. A plugin's own error fails the relay upstream.
+//
+// For the CRI side, a RefusalError carries its gRPC status
+// (FailedPrecondition), VerboseInfo builds the "nri" entry of verbose
+// Status and Conditions the status conditions, the same in every runtime.
 //
 // Readiness changes are published as immutable views swapped atomically;
 // Changed returns a channel closed at the next change, so waiters and
