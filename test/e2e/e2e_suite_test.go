@@ -70,9 +70,30 @@ type daemon struct {
 	img     runtimeapi.ImageServiceClient
 }
 
-// startDaemon starts nrigate with NRI on and extra TOML (policy tables),
-// pulls the test image and registers its cleanup.
+// e2eRuntime is the runtime the suite drives: NRIGATE_E2E_RUNTIME=nrigate
+// (the in-tree daemon, default), crio or containerd (the patched builds in
+// bin/, started by test/e2e/runtime.sh with the BATS helpers' config).
+var e2eRuntime = func() string {
+	if r := os.Getenv("NRIGATE_E2E_RUNTIME"); r != "" {
+		return r
+	}
+	return "nrigate"
+}()
+
+// requireInTree skips a spec that measures the in-tree daemon itself.
+func requireInTree() {
+	if e2eRuntime != "nrigate" {
+		Skip("measures the in-tree daemon's own process; NRIGATE_E2E_RUNTIME=" + e2eRuntime)
+	}
+}
+
+// startDaemon starts nrigate (or the NRIGATE_E2E_RUNTIME runtime) with NRI
+// on and extra TOML (policy tables), pulls the test image and registers
+// its cleanup.
 func startDaemon(extra string) *daemon {
+	if e2eRuntime != "nrigate" {
+		return startRealRuntime(extra)
+	}
 	dir, err := os.MkdirTemp("", "nrig")
 	Expect(err).NotTo(HaveOccurred())
 	d := &daemon{dir: dir, nriSock: filepath.Join(dir, "nri.sock")}
@@ -126,6 +147,14 @@ func (d *daemon) cleanup() {
 		}
 	}
 	_ = d.conn.Close()
+	if d.cmd == nil {
+		out, err := exec.Command(filepath.Join(repoRoot, "test/e2e/runtime.sh"), "stop", d.dir).CombinedOutput()
+		if err != nil {
+			GinkgoWriter.Printf("runtime.sh stop: %v: %s\n", err, out)
+		}
+		_ = os.RemoveAll(d.dir)
+		return
+	}
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	_ = d.cmd.Wait()
 	var mounts []string
@@ -143,6 +172,37 @@ func (d *daemon) cleanup() {
 		_ = syscall.Unmount(m, syscall.MNT_DETACH)
 	}
 	_ = os.RemoveAll(d.dir)
+}
+
+// startRealRuntime starts CRI-O or containerd through test/e2e/runtime.sh
+// with extra as the CRI-O-syntax policy drop-in.
+func startRealRuntime(extra string) *daemon {
+	dir, err := os.MkdirTemp("", "nrig")
+	Expect(err).NotTo(HaveOccurred())
+	d := &daemon{dir: dir}
+	policy := filepath.Join(dir, "e2e-policy.toml")
+	Expect(os.WriteFile(policy, []byte(extra), 0o644)).To(Succeed())
+	cmd := exec.Command(filepath.Join(repoRoot, "test/e2e/runtime.sh"), "start", dir, policy)
+	cmd.Env = append(os.Environ(), "RUNTIME="+e2eRuntime, "TEST_IMAGE="+testImage)
+	cmd.Stderr = GinkgoWriter
+	out, err := cmd.Output()
+	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 3 {
+		_ = os.RemoveAll(dir)
+		Skip("runtime " + e2eRuntime + " not available (see the log above)")
+	}
+	Expect(err).NotTo(HaveOccurred(), "runtime.sh start %s", e2eRuntime)
+	DeferCleanup(d.cleanup)
+	env := map[string]string{}
+	for _, l := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			env[k] = v
+		}
+	}
+	d.nriSock = env["NRI_SOCK"]
+	d.conn, err = grpc.NewClient("unix://"+env["CRI_SOCK"], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	Expect(err).NotTo(HaveOccurred())
+	d.rt, d.img = runtimeapi.NewRuntimeServiceClient(d.conn), runtimeapi.NewImageServiceClient(d.conn)
+	return d
 }
 
 // runPod creates a pod in namespace default.

@@ -53,8 +53,8 @@ func startFaulty(d *daemon, args ...string) *exec.Cmd {
 func ctrConfig(name string) *runtimeapi.ContainerConfig {
 	return &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: name},
-		Image:    &runtimeapi.ImageSpec{Image: "localhost/busybox:latest"},
-		Command:  []string{"sleep", "1000"}, Linux: &runtimeapi.LinuxContainerConfig{},
+		Image:    &runtimeapi.ImageSpec{Image: "localhost/busybox:latest", UserSpecifiedImage: "localhost/busybox:latest"},
+		Command:  []string{"sleep", "1000"}, Linux: containerLinux(),
 	}
 }
 
@@ -64,7 +64,11 @@ func (d *daemon) newPod(name string) (string, *runtimeapi.PodSandboxConfig, erro
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: name + "-uid"},
 		LogDirectory: filepath.Join(d.dir, "logs", name),
-		Linux:        &runtimeapi.LinuxPodSandboxConfig{},
+		// Pid CONTAINER, as kubelet's default: CRI-O runs pods without an
+		// infra container then (it could not set its oom_score_adj here).
+		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+			NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER},
+		}},
 	}
 	r, err := d.rt.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
 	if err != nil {
@@ -197,6 +201,7 @@ func (d *daemon) figures() procFigures {
 
 var _ = Describe("load", func() {
 	It("creates 50 pods x 2 containers concurrently with a required plugin, all injected, and removes them without leftovers", func() {
+		requireInTree()
 		d := startDaemon(guardPolicy)
 		startFaulty(d)
 		const pods, perPod, workers = 50, 2, 8
@@ -331,6 +336,7 @@ func (d *daemon) cycle(podID string, cfg *runtimeapi.PodSandboxConfig, name stri
 
 var _ = Describe("leaks", func() {
 	It("returns goroutines, fds and RSS to their baseline after many create/start/stop/remove cycles", func() {
+		requireInTree()
 		d := startDaemon(guardPolicy)
 		startFaulty(d)
 		podID, cfg := d.runPod("leak")
@@ -389,6 +395,7 @@ var _ = Describe("a plugin hung on every request", func() {
 	// answered at once is the upstream limit DESIGN.md names.
 
 	It("does not wedge Status or ListContainers, and teardown of other containers completes", func() {
+		requireInTree()
 		d := startDaemon(guardPolicy)
 		control := filepath.Join(d.dir, "faulty.control")
 		Expect(os.WriteFile(control, []byte("ok"), 0o644)).To(Succeed())
@@ -478,3 +485,11 @@ var _ = Describe("a plugin hung on every request", func() {
 		mu.Unlock()
 	})
 })
+
+// containerLinux is the Linux part of the specs' container configs: its own
+// PID namespace, matching the pods'.
+func containerLinux() *runtimeapi.LinuxContainerConfig {
+	return &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+		NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER},
+	}}
+}
