@@ -16,6 +16,12 @@
 // "ready <timestamp>" line (printed after Synchronize) to the create
 // returning is recorded, -reps times.
 //
+// -runtimes crio,containerd (or nrigate,crio,containerd) measures the
+// patched CRI-O and containerd of -bindir the same way, each configuration
+// started by test/e2e/runtime.sh with the BATS suites' config (NRI is on in
+// all three there; (a) has no plugin running), and prints the runtimes side
+// by side at the end.
+//
 // It needs root, runc, conmon and busybox-static, like the e2e tests.
 package main
 
@@ -58,6 +64,8 @@ type options struct {
 	n, workers, rounds    int
 	reps                  int
 	image                 string
+	runtimes, bindir      string
+	runtime               string // the one being measured
 }
 
 func main() {
@@ -69,6 +77,8 @@ func main() {
 	flag.IntVar(&o.workers, "workers", 4, "concurrent CRI clients")
 	flag.IntVar(&o.rounds, "rounds", 3, "interleaved rounds of the three configurations")
 	flag.IntVar(&o.reps, "reps", 20, "registration_wait release repetitions (0 skips)")
+	flag.StringVar(&o.runtimes, "runtimes", "nrigate", "comma-separated runtimes to measure: nrigate, crio, containerd")
+	flag.StringVar(&o.bindir, "bindir", "bin", "directory of the patched crio, pinns, containerd, shim and ctr binaries")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "nrigate-bench:", err)
@@ -80,7 +90,7 @@ func run(o options) error {
 	if os.Getuid() != 0 {
 		return fmt.Errorf("needs root")
 	}
-	for _, p := range []*string{&o.nrigate, &o.faulty} {
+	for _, p := range []*string{&o.nrigate, &o.faulty, &o.repo, &o.bindir} {
 		a, err := filepath.Abs(*p)
 		if err != nil {
 			return err
@@ -96,7 +106,35 @@ func run(o options) error {
 	if out, err := exec.Command(filepath.Join(o.repo, "hack/make-test-image.sh"), o.image).CombinedOutput(); err != nil {
 		return fmt.Errorf("make-test-image: %v: %s", err, out)
 	}
-	fmt.Printf("nrigate-bench: n=%d workers=%d rounds=%d (create+remove, containers not started)\n", o.n, o.workers, o.rounds)
+	type summary struct {
+		runtime string
+		med     []result
+	}
+	var all []summary
+	for _, rt := range strings.Split(o.runtimes, ",") {
+		o.runtime = strings.TrimSpace(rt)
+		med, err := runOne(o)
+		if err != nil {
+			return fmt.Errorf("%s: %w", o.runtime, err)
+		}
+		all = append(all, summary{o.runtime, med})
+	}
+	fmt.Println("\nside by side (median rounds; (c) required ok plugin vs (b) same plugin not required):")
+	fmt.Printf("  %-11s %12s %12s %10s %12s %12s %10s\n", "runtime", "(b) ctr/s", "(c) ctr/s", "ratio", "(b) p99 ms", "(c) p99 ms", "p99 ratio")
+	for _, a := range all {
+		b, c := a.med[1], a.med[2]
+		fmt.Printf("  %-11s %12.1f %12.1f %10.3f %12.2f %12.2f %10.3f\n", a.runtime, b.rate, c.rate, c.rate/b.rate,
+			ms(b.p99), ms(c.p99), ms(c.p99)/ms(b.p99))
+	}
+	fmt.Println("  targets: throughput ratio >= 0.97, p99 ratio <= 1.05")
+	return nil
+}
+
+// runOne measures o.runtime: the three configurations in interleaved
+// rounds, then the registration_wait release. It returns the median rounds.
+func runOne(o options) ([]result, error) {
+	fmt.Printf("nrigate-bench: runtime=%s n=%d workers=%d rounds=%d (create+remove, containers not started)\n",
+		o.runtime, o.n, o.workers, o.rounds)
 	results := make([][]result, len(setups))
 	for r := range o.rounds {
 		// Rotate the order so that no configuration always goes first.
@@ -104,7 +142,7 @@ func run(o options) error {
 			i := (k + r) % len(setups)
 			res, err := benchOne(o, setups[i])
 			if err != nil {
-				return fmt.Errorf("%s: %w", setups[i].name, err)
+				return nil, fmt.Errorf("%s: %w", setups[i].name, err)
 			}
 			fmt.Printf("round %d %-22s %7.1f ctr/s  create p50 %6.2f ms  p99 %6.2f ms\n", r+1, setups[i].name,
 				res.rate, ms(res.p50), ms(res.p99))
@@ -118,17 +156,18 @@ func run(o options) error {
 		med[i] = rs[len(rs)/2]
 		fmt.Printf("  %-22s %7.1f ctr/s  create p50 %6.2f ms  p99 %6.2f ms\n", setups[i].name, med[i].rate, ms(med[i].p50), ms(med[i].p99))
 	}
-	fmt.Printf("throughput (c)/(b) = %.3f (target >= 0.95)   (b)/(a) = %.3f\n", med[2].rate/med[1].rate, med[1].rate/med[0].rate)
+	fmt.Printf("throughput (c)/(b) = %.3f (target >= 0.97)   p99 (c)/(b) = %.3f (target <= 1.05)   throughput (b)/(a) = %.3f\n",
+		med[2].rate/med[1].rate, ms(med[2].p99)/ms(med[1].p99), med[1].rate/med[0].rate)
 	if o.reps > 0 {
 		lat, err := benchRelease(o)
 		if err != nil {
-			return fmt.Errorf("registration_wait release: %w", err)
+			return nil, fmt.Errorf("registration_wait release: %w", err)
 		}
 		p50, p99 := percentiles(lat)
 		fmt.Printf("registration_wait release (plugin ready -> create returns), %d reps: p50 %.2f ms  p99 %.2f ms  max %.2f ms\n",
 			len(lat), ms(p50), ms(p99), ms(slices.Max(lat)))
 	}
-	return nil
+	return med, nil
 }
 
 type result struct {
@@ -152,13 +191,17 @@ func percentiles(ds []time.Duration) (time.Duration, time.Duration) {
 // daemon is a running nrigate with its CRI client.
 type daemon struct {
 	dir, nriSock string
-	cmd          *exec.Cmd
+	cmd          *exec.Cmd // nil for CRI-O and containerd (script)
+	script       string    // test/e2e/runtime.sh for CRI-O and containerd
 	conn         *grpc.ClientConn
 	rt           runtimeapi.RuntimeServiceClient
 	plugin       *exec.Cmd
 }
 
 func startDaemon(o options, s setup, regWait string) (*daemon, error) {
+	if o.runtime != "nrigate" {
+		return startReal(o, s, regWait)
+	}
 	dir, err := os.MkdirTemp("", "nrigb")
 	if err != nil {
 		return nil, err
@@ -230,6 +273,47 @@ runtime_root = %q
 	return d, nil
 }
 
+// startReal starts CRI-O or containerd with test/e2e/runtime.sh (the BATS
+// helpers' config); the test image is imported by the script.
+func startReal(o options, s setup, regWait string) (*daemon, error) {
+	dir, err := os.MkdirTemp("", "nrigb")
+	if err != nil {
+		return nil, err
+	}
+	d := &daemon{dir: dir, script: filepath.Join(o.repo, "test/e2e/runtime.sh")}
+	policy := ""
+	if s.policy {
+		policy = fmt.Sprintf("[crio.nri.policy.plugins.guard]\nfail_policy = \"fail\"\nregistration_wait = %q\n", regWait)
+	}
+	pf := filepath.Join(dir, "bench-policy.toml")
+	if err := os.WriteFile(pf, []byte(policy), 0o644); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(d.script, "start", dir, pf)
+	cmd.Env = append(os.Environ(), "RUNTIME="+o.runtime, "TEST_IMAGE="+o.image, "RUNTIME_BINDIR="+o.bindir, "REPO_ROOT="+o.repo)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		d.stop()
+		return nil, fmt.Errorf("runtime.sh start %s: %v: %s", o.runtime, err, stderr.String())
+	}
+	env := map[string]string{}
+	for _, l := range strings.Split(string(out), "\n") {
+		if k, v, ok := strings.Cut(l, "="); ok {
+			env[k] = v
+		}
+	}
+	d.nriSock = env["NRI_SOCK"]
+	d.conn, err = grpc.NewClient("unix://"+env["CRI_SOCK"], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		d.stop()
+		return nil, err
+	}
+	d.rt = runtimeapi.NewRuntimeServiceClient(d.conn)
+	return d, nil
+}
+
 // startPlugin starts nri-faulty as 10-guard and returns when it printed
 // "ready", with the time stamp it printed.
 func (d *daemon) startPlugin(o options) (time.Time, error) {
@@ -288,6 +372,13 @@ func (d *daemon) stop() {
 		_ = d.conn.Close()
 	}
 	d.killPlugin()
+	if d.cmd == nil {
+		if d.script != "" {
+			_ = exec.Command(d.script, "stop", d.dir).Run()
+		}
+		_ = os.RemoveAll(d.dir)
+		return
+	}
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	_ = d.cmd.Wait()
 	if b, err := os.ReadFile("/proc/self/mounts"); err == nil {
@@ -309,7 +400,10 @@ func (d *daemon) pod(name string) (string, *runtimeapi.PodSandboxConfig, error) 
 	cfg := &runtimeapi.PodSandboxConfig{
 		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: name + "-uid"},
 		LogDirectory: filepath.Join(d.dir, "logs", name),
-		Linux:        &runtimeapi.LinuxPodSandboxConfig{},
+		// Own PID namespaces, as kubelet's default: CRI-O runs no infra container.
+		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
+			NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER},
+		}},
 	}
 	r, err := d.rt.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
 	if err != nil {
@@ -321,8 +415,11 @@ func (d *daemon) pod(name string) (string, *runtimeapi.PodSandboxConfig, error) 
 func ctrConfig(name string) *runtimeapi.ContainerConfig {
 	return &runtimeapi.ContainerConfig{
 		Metadata: &runtimeapi.ContainerMetadata{Name: name},
-		Image:    &runtimeapi.ImageSpec{Image: "localhost/busybox:latest"},
-		Command:  []string{"sleep", "1000"}, Linux: &runtimeapi.LinuxContainerConfig{},
+		Image:    &runtimeapi.ImageSpec{Image: "localhost/busybox:latest", UserSpecifiedImage: "localhost/busybox:latest"},
+		Command:  []string{"sleep", "1000"},
+		Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
+			NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER},
+		}},
 	}
 }
 
