@@ -34,6 +34,7 @@ PLUGINS := $(notdir $(patsubst %/,%,$(dir $(wildcard contrib/plugins/*/main.go))
 RUNTIME_TESTS :=
 -include contrib/cri-o/crio.mk
 -include contrib/containerd/containerd.mk
+-include test/runtimes.mk
 
 .PHONY: all build test test-go test-unit test-integration test-bats bench fuzz lint install-deps run demo clean
 

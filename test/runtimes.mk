@@ -1,0 +1,39 @@
+# test/runtimes.mk: the policy suites (test/policy.bats, the demo, the e2e
+# restart-loop spec) against patched CRI-O and patched containerd, the
+# parity table and the three-runtime benchmark. Included by the top
+# Makefile after contrib/cri-o/crio.mk and contrib/containerd/containerd.mk,
+# whose `crio` and `containerd` targets build the binaries into bin/.
+
+.PHONY: test-bats-crio test-bats-containerd parity bench-runtimes
+
+# The build targets of the runtime makefiles, when they are there.
+CRIO_BUILD := $(if $(wildcard contrib/cri-o/crio.mk),crio)
+CONTAINERD_BUILD := $(if $(wildcard contrib/containerd/containerd.mk),containerd)
+# The e2e spec every runtime runs: a required plugin restarting in a loop,
+# 0 containers without its injection.
+E2E_RUNTIME_FOCUS := a required plugin restarting in a loop
+RUNTIME_SUITES := test/policy.bats test/demo.bats
+
+# test-bats-RUNTIME: the same files and assertions as for the in-tree
+# runtime, with RUNTIME switching the daemon (test/helpers.bash).
+test-bats-crio: build $(CRIO_BUILD)
+	RUNTIME=crio $(BATS) $(RUNTIME_SUITES)
+	NRIGATE_E2E_RUNTIME=crio $(GO) test -count=1 -tags "$(BUILDTAGS)" ./test/e2e -ginkgo.focus '$(E2E_RUNTIME_FOCUS)'
+
+test-bats-containerd: build $(CONTAINERD_BUILD)
+	RUNTIME=containerd $(BATS) $(RUNTIME_SUITES)
+	NRIGATE_E2E_RUNTIME=containerd $(GO) test -count=1 -tags "$(BUILDTAGS)" ./test/e2e -ginkgo.focus '$(E2E_RUNTIME_FOCUS)'
+
+RUNTIME_TESTS += test-bats-crio test-bats-containerd
+
+# parity runs test/policy.bats on the three runtimes and with upstream's
+# default validator alone, and writes docs/parity.md from the records.
+parity: build $(CRIO_BUILD) $(CONTAINERD_BUILD)
+	bash hack/parity.sh
+
+# bench-runtimes: bin/nrigate-bench on the three runtimes side by side
+# (docs/performance.md); make bench runs it after the in-tree benchmark.
+RUNTIME_BENCH_FLAGS ?= -n 200 -rounds 3 -reps 10
+bench-runtimes: build $(CRIO_BUILD) $(CONTAINERD_BUILD)
+	./bin/nrigate-bench -runtimes nrigate,crio,containerd $(RUNTIME_BENCH_FLAGS)
+bench: bench-runtimes
