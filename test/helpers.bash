@@ -269,8 +269,14 @@ nri_condition_is() {
 	[ "$(nri_condition "$1")" = "$2" ]
 }
 
-# guard_ready: the plugin guard is ready in the daemon's NRI status.
+# guard_ready: the plugin guard is ready in the daemon's NRI status. In
+# make parity's upstream-validator column there is no policy to report
+# plugins: there it is the plugin's own "synchronized" log line.
 guard_ready() {
+	if [[ ${PARITY_MODE:-} == validator ]]; then
+		grep -q "ready (synchronized" "$TESTDIR/faulty.log" 2>/dev/null
+		return
+	fi
 	crictl_cmd info | jq -e '.nri.plugins[] | select(.key == "guard" and .state == "ready")' >/dev/null 2>&1
 }
 
@@ -372,7 +378,7 @@ write_crictl_config() {
 # subnet of this test's own (removed by stop_runtime).
 write_cni_config() {
 	mkdir -p "$1"
-	CNI_BRIDGE=nrg${TESTDIR##*.}
+	CNI_BRIDGE=nrg$(printf %s "$TESTDIR" | md5sum | cut -c1-10)
 	local subnet="10.$((200 + RANDOM % 50)).$((RANDOM % 256)).0/24"
 	cat >"$1/10-nrigate-test.conflist" <<-JSON
 		{"cniVersion": "1.0.0", "name": "nrigate-test", "plugins": [
@@ -391,6 +397,12 @@ start_runtime() {
 	printf '%s\n' "${1:-}" >"$TESTDIR/policy.toml"
 	case $RUNTIME in
 	nrigate)
+		if [[ ${PARITY_MODE:-} == validator ]]; then
+			# make parity's upstream column: the same scenarios with the
+			# policy replaced by NRI's default validator alone.
+			set -- "$(policy_to_validator <<<"${1:-}")"
+			printf '%s\n' "$1" >"$TESTDIR/validator.toml"
+		fi
 		start_nrigate_nri "${1:-}" || return
 		crictl_cmd pull "oci-archive:$TEST_IMAGE" >/dev/null
 		;;
@@ -398,6 +410,42 @@ start_runtime() {
 	containerd) start_containerd "$TESTDIR/policy.toml" ;;
 	*) echo "RUNTIME=$RUNTIME unknown" >&2; return 1 ;;
 	esac
+}
+
+# policy_to_validator: the policy TOML on stdin as upstream NRI's default
+# validator would express it: every plugin with fail_policy = "fail" becomes
+# a globally required plugin (nri_validator_required_plugins), the
+# toleration annotation carries over; scope, events, registration_wait,
+# readiness and ignore have no upstream equivalent and are dropped. Other
+# tables pass through.
+policy_to_validator() {
+	awk '
+		/^\[/ {
+			flush()
+			inpol = ($0 ~ /^\[crio\.nri\.policy/)
+			name = ""
+			if ($0 ~ /^\[crio\.nri\.policy\.plugins\./) {
+				name = $0
+				sub(/^\[crio\.nri\.policy\.plugins\./, "", name)
+				sub(/\][[:space:]]*(#.*)?$/, "", name)
+				gsub(/"/, "", name)
+				fp = "fail"
+			}
+			if (!inpol) print
+			next
+		}
+		inpol && name != "" && /^[[:space:]]*fail_policy[[:space:]]*=/ { fp = $0; sub(/^[^=]*=[[:space:]]*/, "", fp); gsub(/"/, "", fp) }
+		inpol && /^[[:space:]]*tolerate_missing_plugins_annotation[[:space:]]*=/ { tol = $0; sub(/^[^=]*=[[:space:]]*/, "", tol) }
+		!inpol { print }
+		function flush() { if (name != "" && fp == "fail") req = req (req == "" ? "" : ", ") "\"" name "\""; name = "" }
+		END {
+			flush()
+			print "[crio.nri.default_validator]"
+			print "nri_enable_default_validator = true"
+			print "nri_validator_required_plugins = [" req "]"
+			if (tol != "" && tol != "\"\"") print "nri_validator_tolerate_missing_plugins_annotation = " tol
+		}
+	'
 }
 
 # stop_runtime: remove pods and containers through the runtime, stop it
@@ -665,12 +713,14 @@ cleanup_real_runtime() {
 # (created | refused | failed), the refusal text and the seconds it took.
 # hack/parity.sh turns these into docs/parity.md.
 
-# crictl_desc TEXT: the gRPC message of a crictl error, unquoted.
+# crictl_desc TEXT: the gRPC message of crictl's error (its last line that
+# has one; crictl also logs the error once more through klog), unquoted.
 crictl_desc() {
-	local e=$1
+	local e
+	e=$(grep 'desc = ' <<<"$1" | tail -1)
+	[[ -n $e ]] || e=$(tail -1 <<<"$1")
 	[[ $e == *"desc = "* ]] && e=${e#*desc = }
 	e=${e//\\\"/\"}
-	e=${e%$'\n'}
 	e=${e%\"}
 	printf '%s' "$e"
 }
@@ -683,7 +733,8 @@ record_step() {
 	secs=$(awk -v a="$start" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }')
 	if ((st != 0)); then
 		outcome=failed
-		[[ $err == *FailedPrecondition* ]] && outcome=refused
+		[[ $err == *"code = "* ]] && outcome="failed ($(sed -n 's/.*code = \([A-Za-z]*\).*/\1/p' <<<"$err" | head -1))"
+		[[ $err == *"code = FailedPrecondition"* ]] && outcome=refused
 	fi
 	jq -cn --arg rt "$RUNTIME" --arg mode "${PARITY_MODE:-policy}" --arg t "${BATS_TEST_DESCRIPTION:-}" \
 		--arg step "$step" --arg o "$outcome" --arg msg "$( ((st == 0)) || crictl_desc "$err")" --argjson s "$secs" \

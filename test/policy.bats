@@ -138,7 +138,7 @@ no_container() {
 
 @test "fail: a plugin crashing while it handles CreateContainer refuses; ignore lets it through" {
 	start_with "$(policy fail)"
-	start_faulty --mode crash-during
+	start_faulty --mode crash-during --fault-events CreateContainer
 	wait_for 10 guard_ready
 	run_pod web
 	create_ctr app
@@ -149,7 +149,7 @@ no_container() {
 	stop_runtime
 
 	start_with "$(policy ignore)"
-	start_faulty --mode crash-during
+	start_faulty --mode crash-during --fault-events CreateContainer
 	wait_for 10 guard_ready
 	run_pod web
 	create_ctr app
@@ -158,7 +158,7 @@ no_container() {
 
 @test "fail: a plugin hanging past the 1s request timeout refuses; ignore lets it through" {
 	start_with "$(policy fail)"
-	start_faulty --mode hang --hang 5s
+	start_faulty --mode hang --hang 5s --fault-events CreateContainer
 	wait_for 10 guard_ready
 	run_pod web
 	create_ctr app
@@ -169,7 +169,7 @@ no_container() {
 	stop_runtime
 
 	start_with "$(policy ignore)"
-	start_faulty --mode hang --hang 5s
+	start_faulty --mode hang --hang 5s --fault-events CreateContainer
 	wait_for 10 guard_ready
 	run_pod web
 	create_ctr app
@@ -405,7 +405,7 @@ $global"
 @test "two instances of one plugin: 10-guard hanging past the 1s timeout refuses although 20-guard answers; ignore lets it through" {
 	for fp in fail ignore; do
 		start_with "$(policy $fp)"
-		start_faulty --mode hang --hang 5s
+		start_faulty --mode hang --hang 5s --fault-events CreateContainer
 		start_faulty2
 		wait_for 10 plugin_synced "$TESTDIR/faulty.log"
 		wait_for 10 plugin_synced "$TESTDIR/faulty20.log"
