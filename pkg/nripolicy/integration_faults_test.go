@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -214,6 +215,7 @@ var _ = Describe("Several instances of one plugin", func() {
 		GinkgoHelper()
 		dir, err := testrig.SocketDir()
 		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(os.RemoveAll, dir)
 		f, err := testrig.StartFaulty(faultyBin, dir, e.sock, guardName, idx, args...)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(f.Kill)

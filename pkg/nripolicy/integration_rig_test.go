@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -126,6 +127,7 @@ func newEnv(cfg *nripolicy.Config) *env {
 	})
 	dir, err := testrig.SocketDir()
 	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(os.RemoveAll, dir) // registered first: runs after the plugins and the adaptation stopped
 	e := &env{dir: dir, sock: filepath.Join(dir, "nri.sock"), decided: &decisions{}, readiness: &readinessLog{}}
 	e.policy, err = nripolicy.New(cfg,
 		nripolicy.WithLogger(ginkgoLogger{}),

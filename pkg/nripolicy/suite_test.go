@@ -1,6 +1,7 @@
 package nripolicy_test
 
 import (
+	"os"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -11,6 +12,13 @@ import (
 
 // faultyBin is the nri-faulty plugin, built once for the whole suite.
 var faultyBin string
+
+// TestMain removes the plugin binary the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testrig.RemoveBuilt()
+	os.Exit(code)
+}
 
 // TestNRIPolicy runs the ginkgo suites of the package: the fault matrix
 // (integration_*_test.go) against the real upstream adaptation and real

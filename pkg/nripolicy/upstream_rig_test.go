@@ -8,6 +8,7 @@ package nripolicy_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -52,6 +53,7 @@ func newUpstreamRig(t *testing.T, syncCtx func(context.Context) context.Context,
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { os.RemoveAll(dir) }) // registered first: runs last
 	r := &upstreamRig{t: t, dir: dir, sock: filepath.Join(dir, "nri.sock")}
 	r.a, err = testrig.NewAdaptation(r.sock, syncCtx, opts...)
 	if err != nil {

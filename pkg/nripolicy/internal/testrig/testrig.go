@@ -90,6 +90,14 @@ func FaultyBinary() (string, error) {
 	return buildBin, buildErr
 }
 
+// RemoveBuilt removes the nri-faulty binary FaultyBinary built, if any.
+// Test mains call it once every test has run.
+func RemoveBuilt() {
+	if buildBin != "" {
+		_ = os.RemoveAll(filepath.Dir(buildBin))
+	}
+}
+
 // SocketDir returns a new short temporary directory for unix sockets
 // (socket paths must be shorter than 108 bytes).
 func SocketDir() (string, error) { return os.MkdirTemp("", "nrig") }
