@@ -473,7 +473,14 @@ stop_acted_once() {
 	[ "$(stop_acted_count "$1")" -eq 1 ]
 }
 
+# ctr_state_is ID STATE: crictl inspect shows the container in STATE.
+ctr_state_is() {
+	[ "$(crictl_cmd inspect -o go-template --template '{{.status.state}}' "$1" 2>/dev/null)" = "$2" ]
+}
+
 @test "a container exiting by itself is reported to the plugin as stopped, once" {
+	[[ $RUNTIME != crio ]] ||
+		runtime_lacks "NRI StopContainer for a container's own exit" "CRI-O v1.36.3's exit monitor (server.handleExit) does not call NRI; it relays StopContainer only for CRI StopContainer and failed starts"
 	start_with "$(policy fail)"
 	start_faulty
 	wait_for 10 guard_ready
@@ -483,6 +490,7 @@ stop_acted_once() {
 	crictl_cmd start "$id" >/dev/null
 	# No stop or remove is sent: only the exit monitor can report it.
 	wait_for 5 stop_acted_once quitter
+	wait_for 5 ctr_state_is "$id" CONTAINER_EXITED
 	crictl_cmd rm "$id" >/dev/null
 	stop_acted_once quitter
 }
