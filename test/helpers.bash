@@ -143,7 +143,7 @@ start_nrigate() {
 	export CRI_SOCK CRICTL_CONFIG
 	"$NRIGATE_BINARY" -c "$TESTDIR/crio.conf" -d "$TESTDIR/crio.conf.d" 2>"$TESTDIR/daemon.log" &
 	DAEMON_PID=$!
-	wait_for 20 crictl_q info
+	wait_runtime_up 20
 }
 
 # crictl runs crictl against the test daemon.
@@ -536,13 +536,27 @@ start_crio() {
 	"$RUNTIME_BINDIR/crio" --config "$TESTDIR/crio.conf" --config-dir "$TESTDIR/crio.conf.d" \
 		>"$TESTDIR/daemon.log" 2>&1 &
 	DAEMON_PID=$!
-	wait_for 20 runtime_up
+	wait_runtime_up 20
 }
 
-# runtime_up: the daemon runs and answers crictl info (for wait_for).
-runtime_up() {
-	kill -0 "$DAEMON_PID" 2>/dev/null || { echo "daemon exited:" >&2; tail -20 "$TESTDIR/daemon.log" >&2; return 2; }
-	crictl_q info
+# wait_runtime_up TIMEOUT: wait until the daemon answers crictl info; fail
+# at once (with its log's tail) if it exits, e.g. on a bad configuration.
+wait_runtime_up() {
+	local deadline=$((SECONDS + $1))
+	until crictl_q info; do
+		if ! kill -0 "$DAEMON_PID" 2>/dev/null; then
+			echo "daemon exited:" >&2
+			tail -5 "$TESTDIR/daemon.log" >&2
+			wait "$DAEMON_PID" 2>/dev/null
+			DAEMON_PID=
+			return 1
+		fi
+		if ((SECONDS >= deadline)); then
+			echo "timed out after ${1}s waiting for crictl info" >&2
+			return 1
+		fi
+		sleep 0.05
+	done
 }
 
 # containerd_config POLICY_TOML_FILE: containerd's private config in
@@ -623,7 +637,7 @@ start_containerd() {
 	PATH=$RUNTIME_BINDIR:$PATH "$RUNTIME_BINDIR/containerd" --config "$s/config.toml" \
 		>"$TESTDIR/daemon.log" 2>&1 &
 	DAEMON_PID=$!
-	wait_for 20 runtime_up || return
+	wait_runtime_up 20 || return
 	containerd_import_images
 }
 

@@ -473,6 +473,13 @@ stop_acted_once() {
 	[ "$(stop_acted_count "$1")" -eq 1 ]
 }
 
+@test "a bad policy value stops the runtime with pkg/nripolicy's text: the key, the value and what is allowed" {
+	# Not through run: a daemon that did start must stay known to teardown.
+	start_with "$(policy bogus)" && started=yes || started=no
+	[ "$started" = no ]
+	assert_contains "$(cat "$TESTDIR/daemon.log")" 'plugins."guard".fail_policy = "bogus": allowed values are "fail", "ignore" (alias "skip")'
+}
+
 # ctr_state_is ID STATE: crictl inspect shows the container in STATE.
 ctr_state_is() {
 	[ "$(crictl_cmd inspect -o go-template --template '{{.status.state}}' "$1" 2>/dev/null)" = "$2" ]
