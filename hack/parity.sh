@@ -113,8 +113,19 @@ declare -A EXPLAIN=(
 	for col in $COLUMNS; do
 		case $col in
 		nrigate | validator) bin="bin/nrigate $(bin/nrigate --version 2>/dev/null | head -1 | awk '{print $NF}')" ;;
-		crio) bin="${BINDIR#"$REPO_ROOT"/}/crio $("$BINDIR/crio" --version 2>/dev/null | awk '/^Version:/ {print $2}')" ;;
-		containerd) bin="${BINDIR#"$REPO_ROOT"/}/containerd $("$BINDIR/containerd" --version 2>/dev/null | awk '{print $3}')" ;;
+		crio)
+			bin="${BINDIR#"$REPO_ROOT"/}/crio $("$BINDIR/crio" --version 2>/dev/null | awk '/^Version:/ {print $2}')"
+			# A patched build links the policy module (its package path is in the binary).
+			if grep -q 'nrigate/pkg/nripolicy' "$BINDIR/crio" 2>/dev/null; then
+				bin+=" (patched)"
+			else bin+=" (UNPATCHED upstream: no policy)"; fi
+			;;
+		containerd)
+			bin="${BINDIR#"$REPO_ROOT"/}/containerd $("$BINDIR/containerd" --version 2>/dev/null | awk '{print $3}')"
+			if grep -q 'nrigate/pkg/nripolicy' "$BINDIR/containerd" 2>/dev/null; then
+				bin+=" (patched)"
+			else bin+=" (UNPATCHED upstream: no policy)"; fi
+			;;
 		esac
 		p=$(grep -c '^ok' "$WORK/$col.tap")
 		s=$(grep -c '# skip' "$WORK/$col.tap")
