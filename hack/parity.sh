@@ -114,7 +114,7 @@ declare -A EXPLAIN=(
 		case $col in
 		nrigate | validator) bin="bin/nrigate $(bin/nrigate --version 2>/dev/null | head -1 | awk '{print $NF}')" ;;
 		crio)
-			bin="${BINDIR#"$REPO_ROOT"/}/crio $("$BINDIR/crio" --version 2>/dev/null | awk '/^Version:/ {print $2}')"
+			bin="${BINDIR#"$REPO_ROOT"/}/crio $("$BINDIR/crio" --version 2>/dev/null | awk '/^crio version/ {print $3}')"
 			# A patched build links the policy module (its package path is in the binary).
 			if grep -q 'nrigate/pkg/nripolicy' "$BINDIR/crio" 2>/dev/null; then
 				bin+=" (patched)"
