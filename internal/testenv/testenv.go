@@ -1,0 +1,72 @@
+// Package testenv holds what nrigate's Go tests share about their
+// environment: skipping a test whose prerequisites (root, runc, conmon,
+// busybox, jq, the test image) are missing, which fails instead under CI=true
+// so that a CI run cannot pass by skipping, and building the test plugins.
+package testenv
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+// CI reports whether the tests run in CI (CI=true, set by .ci/run's caller).
+func CI() bool { return os.Getenv("CI") == "true" }
+
+// Skip skips the test because a prerequisite is missing; under CI=true it
+// fails the test instead. Skips that are a choice (-short) use t.Skip.
+func Skip(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if CI() {
+		t.Fatalf("CI=true, so this test may not skip: "+format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+// RequireRoot skips (or fails in CI) unless the test runs as root.
+func RequireRoot(t testing.TB, why string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Skip(t, "needs root: %s", why)
+	}
+}
+
+// RequireFiles skips (or fails in CI) unless every path exists.
+func RequireFiles(t testing.TB, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			Skip(t, "%s not installed (apt-get install runc conmon busybox-static jq)", p)
+		}
+	}
+}
+
+// RequireCommands skips (or fails in CI) unless every command is in PATH.
+func RequireCommands(t testing.TB, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if _, err := exec.LookPath(n); err != nil {
+			Skip(t, "%s not installed", n)
+		}
+	}
+}
+
+// RepoRoot is the root of the nrigate checkout the tests run from.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// BuildPlugin builds contrib/plugins/NAME into dir and returns the binary.
+func BuildPlugin(t testing.TB, name, dir string) string {
+	t.Helper()
+	out := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", out, "./contrib/plugins/"+name)
+	cmd.Dir = RepoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building %s: %v\n%s", name, err, b)
+	}
+	return out
+}
