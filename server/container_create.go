@@ -55,9 +55,16 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	}
 	log := s.log.WithFields(map[string]any{"pod": pmd.Namespace + "/" + pmd.Name, "container": md.Name, "id": id})
 	storageCreated, runtimeCreated := false, false
+	// finish is the hook's end of the create: called last, after the
+	// cleanup, so that the plugins hear of the undo only once nothing of
+	// the container is left, and plugin sync stays blocked until then.
+	var finish func(error)
 	defer func() {
 		if retErr == nil {
 			return
+		}
+		if finish != nil {
+			defer finish(retErr)
 		}
 		if runtimeCreated {
 			if err := s.runtime.Delete(context.Background(), id); err != nil {
@@ -113,7 +120,8 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 		ID: id, SandboxID: sb.ID, Name: name, Config: cfg, ImageID: img.ID, ImageName: cfg.Image.Image,
 		LogPath: logPath, CreatedAt: time.Now(),
 	}
-	if err := s.hooks.CreateContainer(ctx, sb, c, g); err != nil {
+	finish, err = s.hooks.CreateContainer(ctx, sb, c, g)
+	if err != nil {
 		return nil, toStatus(codes.FailedPrecondition, err, "container %q refused", md.Name)
 	}
 	c.Spec = g.Config
@@ -134,6 +142,9 @@ func (s *Server) CreateContainer(ctx context.Context, req *runtimeapi.CreateCont
 	s.mu.Lock()
 	s.containers[id] = c
 	s.mu.Unlock()
+	if finish != nil {
+		finish(nil)
+	}
 	s.hooks.PostCreateContainer(ctx, sb, c)
 	log.Info("container created")
 	return &runtimeapi.CreateContainerResponse{ContainerId: id}, nil

@@ -117,19 +117,25 @@ func (s *Server) exitSeen(ctx context.Context, m *exitMonitor, id string) {
 // containerExited records the exit and calls the StopContainer hook unless a
 // stop or an earlier event did. It holds c.mu, never s.mu.
 func (s *Server) containerExited(ctx context.Context, c *Container) {
+	if after := s.containerExitedLocked(ctx, c); after != nil {
+		after()
+	}
+}
+
+func (s *Server) containerExitedLocked(ctx context.Context, c *Container) func() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	code, finished, ok := s.runtime.ExitCode(c.ID)
 	if !ok {
 		// Not complete yet (a later event follows) or the container was
 		// removed while this waited for its lock.
-		return
+		return nil
 	}
 	if c.stopHooked {
-		return
+		return nil
 	}
 	c.setExited(code, finished)
 	s.writeRecord("ctr", c.ID, c.record())
 	s.log.WithField("id", c.ID).WithField("exit_code", code).Debug("container exited")
-	s.stopHookOnce(ctx, c)
+	return s.stopHookOnce(ctx, c)
 }

@@ -72,8 +72,12 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		return nil, err
 	}
 	sb := &Sandbox{ID: id, Name: name, Config: cfg, RuntimeHandler: req.GetRuntimeHandler(), CreatedAt: time.Now(), State: runtimeapi.PodSandboxState_SANDBOX_READY}
+	var finish func(error)
 	defer func() {
 		if retErr != nil {
+			if finish != nil {
+				defer finish(retErr)
+			}
 			if sb.NetNSPath != "" {
 				_ = oci.DeleteNetNS(id)
 			}
@@ -96,7 +100,8 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 		}
 		sb.NetNSPath = p
 	}
-	if err := s.hooks.RunPodSandbox(ctx, sb); err != nil {
+	finish, err := s.hooks.RunPodSandbox(ctx, sb)
+	if err != nil {
 		return nil, toStatus(codes.FailedPrecondition, err, "pod %s/%s refused", md.Namespace, md.Name)
 	}
 	// The complete record replaces the creating one: the commit point.
@@ -106,6 +111,9 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	s.mu.Lock()
 	s.sandboxes[id] = sb
 	s.mu.Unlock()
+	if finish != nil {
+		finish(nil)
+	}
 	s.log.WithFields(map[string]any{"pod": md.Namespace + "/" + md.Name, "id": id}).Info("pod sandbox ready")
 	return &runtimeapi.RunPodSandboxResponse{PodSandboxId: id}, nil
 }

@@ -309,6 +309,18 @@ func TestCRIEndToEnd(t *testing.T) {
 		Metadata: &runtimeapi.ContainerMetadata{Name: "noimage"}, Image: &runtimeapi.ImageSpec{Image: "localhost/nothere:1"},
 	}})
 	wantCode(t, "create with unknown image", err, codes.NotFound, "pull it first")
+	// A create that fails in the runtime after the hook hands the error to
+	// the hook's finish, which undoes the relay for the plugins.
+	_, err = rc.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: pod.PodSandboxId, Config: &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "nobinary"}, Image: &runtimeapi.ImageSpec{Image: "localhost/busybox:latest"},
+		Command: []string{"/nonexistent/nrigate-binary"},
+	}})
+	wantCode(t, "create with a missing binary", err, codes.Internal, "nobinary")
+	hooks.mu.Lock()
+	if hooks.finished["CreateContainer ok"] != 2 || hooks.finished["CreateContainer error"] != 1 || hooks.finished["RunPodSandbox ok"] != 1 {
+		t.Errorf("hook finish calls %v, want 2 creates ok, 1 create error, 1 pod ok", hooks.finished)
+	}
+	hooks.mu.Unlock()
 	// A hook refusing the container undoes everything and its error code
 	// reaches the client unchanged.
 	_, err = rc.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: pod.PodSandboxId, Config: &runtimeapi.ContainerConfig{
@@ -378,6 +390,23 @@ type recordingHooks struct {
 	mu              sync.Mutex
 	calls           map[string]int
 	refusedPodNetNS string
+	// finished counts finish calls by "Event ok" or "Event error".
+	finished map[string]int
+}
+
+func (h *recordingHooks) finish(ev string) func(error) {
+	return func(err error) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if h.finished == nil {
+			h.finished = map[string]int{}
+		}
+		k := ev + " ok"
+		if err != nil {
+			k = ev + " error"
+		}
+		h.finished[k]++
+	}
 }
 
 func (h *recordingHooks) count(n string) {
@@ -389,26 +418,26 @@ func (h *recordingHooks) count(n string) {
 	h.calls[n]++
 }
 
-func (h *recordingHooks) RunPodSandbox(_ context.Context, sb *Sandbox) error {
+func (h *recordingHooks) RunPodSandbox(_ context.Context, sb *Sandbox) (func(error), error) {
 	if sb.Config.Metadata.Name == "refusedpod" {
 		h.refusedPodNetNS = sb.NetNSPath
-		return status.Error(codes.PermissionDenied, "plugin guard refused the pod")
+		return nil, status.Error(codes.PermissionDenied, "plugin guard refused the pod")
 	}
 	h.count("RunPodSandbox")
-	return nil
+	return h.finish("RunPodSandbox"), nil
 }
 
-func (h *recordingHooks) CreateContainer(_ context.Context, _ *Sandbox, c *Container, g *oci.Generator) error {
+func (h *recordingHooks) CreateContainer(_ context.Context, _ *Sandbox, c *Container, g *oci.Generator) (func(error), error) {
 	if c.Config.Metadata.Name == "refused" {
-		return status.Error(codes.PermissionDenied, "plugin guard refused the container")
+		return nil, status.Error(codes.PermissionDenied, "plugin guard refused the container")
 	}
 	h.count("CreateContainer")
 	g.AddAnnotation("hooked", "yes")
-	return nil
+	return h.finish("CreateContainer"), nil
 }
-func (h *recordingHooks) StopContainer(context.Context, *Sandbox, *Container) error {
+func (h *recordingHooks) StopContainer(context.Context, *Sandbox, *Container) (func(), error) {
 	h.count("StopContainer")
-	return nil
+	return nil, nil
 }
 
 func (h *recordingHooks) RemoveContainer(context.Context, *Sandbox, *Container) error {

@@ -266,27 +266,46 @@ func refusal(err error) error {
 	return status.Error(codes.Unknown, "nri: "+err.Error())
 }
 
-// RunPodSandbox relays the pod to the plugins, gated by the policy.
-func (n *NRI) RunPodSandbox(ctx context.Context, sb *server.Sandbox) error {
+// RunPodSandbox relays the pod to the plugins, gated by the policy. The
+// policy admits first, before plugin synchronization is blocked (a wait for
+// a plugin under that block would deadlock the registration it waits for);
+// then synchronization stays blocked from the relay until the server calls
+// finish, after it published the pod, so that a plugin registering meanwhile
+// is either relayed the pod or synchronized with it. finish(err) after a
+// failure undoes the relay for the plugins.
+func (n *NRI) RunPodSandbox(ctx context.Context, sb *server.Sandbox) (func(error), error) {
 	if !n.Enabled() {
-		return nil
+		return nil, nil
 	}
 	pod := podToAPI(sb)
 	ctx, adm, err := n.policy.Admit(ctx, nripolicy.Request{Event: nripolicy.EventRunPodSandbox, Pod: pod})
 	if err != nil {
 		n.logRefusal(err, pod, "")
-		return refusal(err)
+		return nil, refusal(err)
 	}
-	err = adm.Done(n.adapt.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: pod}))
-	if err != nil {
-		n.logRefusal(err, pod, "")
+	block := n.adapt.BlockPluginSync()
+	undo := func() {
 		// Plugins that saw the pod must forget it again.
 		bg := context.WithoutCancel(ctx)
 		n.logErr(n.adapt.StopPodSandbox(bg, &api.StopPodSandboxRequest{Pod: pod}), "undo: StopPodSandbox")
 		n.logErr(n.adapt.RemovePodSandbox(bg, &api.RemovePodSandboxRequest{Pod: pod}), "undo: RemovePodSandbox")
-		return refusal(err)
 	}
-	return nil
+	err = adm.Done(n.adapt.RunPodSandbox(ctx, &api.RunPodSandboxRequest{Pod: pod}))
+	if err != nil {
+		block.Unblock()
+		n.logRefusal(err, pod, "")
+		undo()
+		return nil, refusal(err)
+	}
+	var once sync.Once
+	return func(createErr error) {
+		once.Do(func() {
+			block.Unblock()
+			if createErr != nil {
+				undo()
+			}
+		})
+	}, nil
 }
 
 // StopPodSandbox relays the pod's stop.
@@ -306,17 +325,29 @@ func (n *NRI) RemovePodSandbox(ctx context.Context, sb *server.Sandbox) error {
 }
 
 // CreateContainer relays the container, gated by the policy, and applies
-// the plugins' adjustment to the spec. A refusal is undone for the plugins.
-func (n *NRI) CreateContainer(ctx context.Context, sb *server.Sandbox, c *server.Container, g *oci.Generator) error {
+// the plugins' adjustment to the spec. As for RunPodSandbox, the policy
+// admits before plugin synchronization is blocked, and the block lasts
+// from the relay until the server calls finish, after it published the
+// container. A refusal, or a create that fails after the relay
+// (finish(err)), is undone for the plugins with StopContainer and
+// RemoveContainer, as containerd does.
+func (n *NRI) CreateContainer(ctx context.Context, sb *server.Sandbox, c *server.Container, g *oci.Generator) (func(error), error) {
 	if !n.Enabled() {
-		return nil
+		return nil, nil
 	}
 	pod := podToAPI(sb)
 	ctr := containerToAPI(c, g.Config, api.ContainerState_CONTAINER_UNKNOWN)
 	ctx, adm, err := n.policy.Admit(ctx, nripolicy.Request{Event: nripolicy.EventCreateContainer, Pod: pod, Container: ctr})
 	if err != nil {
 		n.logRefusal(err, pod, ctr.Name)
-		return refusal(err)
+		return nil, refusal(err)
+	}
+	block := n.adapt.BlockPluginSync()
+	undo := func() {
+		bg := context.WithoutCancel(ctx)
+		_, serr := n.adapt.StopContainer(bg, &api.StopContainerRequest{Pod: pod, Container: ctr})
+		n.logErr(serr, "undo: StopContainer")
+		n.logErr(n.adapt.RemoveContainer(bg, &api.RemoveContainerRequest{Pod: pod, Container: ctr}), "undo: RemoveContainer")
 	}
 	resp, err := n.adapt.CreateContainer(ctx, &api.CreateContainerRequest{Pod: pod, Container: ctr})
 	err = adm.Done(err)
@@ -328,16 +359,27 @@ func (n *NRI) CreateContainer(ctx context.Context, sb *server.Sandbox, c *server
 		}
 	}
 	if err != nil {
+		block.Unblock()
 		n.logRefusal(err, pod, ctr.Name)
-		bg := context.WithoutCancel(ctx)
-		_, serr := n.adapt.StopContainer(bg, &api.StopContainerRequest{Pod: pod, Container: ctr})
-		n.logErr(serr, "undo: StopContainer")
-		n.logErr(n.adapt.RemoveContainer(bg, &api.RemoveContainerRequest{Pod: pod, Container: ctr}), "undo: RemoveContainer")
-		return refusal(err)
+		undo()
+		return nil, refusal(err)
 	}
-	n.applyUpdates(ctx, resp.GetUpdate())
-	n.evict(resp.GetEvict())
-	return nil
+	var once sync.Once
+	return func(createErr error) {
+		once.Do(func() {
+			block.Unblock()
+			if createErr != nil {
+				n.log.WithError(createErr).WithFields(logrus.Fields{"pod": pod.GetNamespace() + "/" + pod.GetName(),
+					"container": ctr.Name}).Debug("container create failed after the NRI relay; undoing it for the plugins")
+				undo()
+				return
+			}
+			// Updates of other containers and evictions come after the
+			// block: they take those containers' locks.
+			n.applyUpdates(ctx, resp.GetUpdate())
+			n.evict(resp.GetEvict())
+		})
+	}, nil
 }
 
 // PostCreateContainer relays the created container.
@@ -411,26 +453,30 @@ func (n *NRI) PostUpdateContainer(ctx context.Context, sb *server.Sandbox, c *se
 }
 
 // StopContainer relays the container's stop; plugins may answer with
-// updates of other containers.
-func (n *NRI) StopContainer(ctx context.Context, sb *server.Sandbox, c *server.Container) error {
+// updates of other containers. The server holds the stopped container's
+// lock during this hook, and a concurrent stop of another container may
+// hold that one's lock while it waits for ours: the updates are applied by
+// the returned func, which the server calls after releasing the lock.
+func (n *NRI) StopContainer(ctx context.Context, sb *server.Sandbox, c *server.Container) (func(), error) {
 	if !n.Enabled() {
-		return nil
+		return nil, nil
 	}
 	resp, err := n.adapt.StopContainer(ctx, &api.StopContainerRequest{
 		Pod: podToAPI(sb), Container: containerToAPI(c, c.Spec, api.ContainerState_CONTAINER_STOPPED)})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	// The server holds the stopped container's lock during this hook: an
-	// update of that container itself would wait for it, and is moot.
+	// An update of the stopped container itself is moot.
 	var others []*api.ContainerUpdate
 	for _, u := range resp.GetUpdate() {
 		if u.GetContainerId() != c.ID {
 			others = append(others, u)
 		}
 	}
-	n.applyUpdates(ctx, others)
-	return nil
+	if len(others) == 0 {
+		return nil, nil
+	}
+	return func() { n.applyUpdates(ctx, others) }, nil
 }
 
 // RemoveContainer relays the container's removal.

@@ -140,8 +140,8 @@ func TestDisabledIsNoop(t *testing.T) {
 		t.Fatal("disabled NRI must add no condition")
 	}
 	g := oci.NewGenerator()
-	if err := n.CreateContainer(context.Background(), testSandbox(), testContainer(), g); err != nil {
-		t.Fatal(err)
+	if finish, err := n.CreateContainer(context.Background(), testSandbox(), testContainer(), g); err != nil || finish != nil {
+		t.Fatalf("disabled NRI: finish %v, err %v; want none", finish != nil, err)
 	}
 	if n.VerboseInfo()[VerboseInfoKey] != `{"enabled":false,"plugins":[]}` {
 		t.Fatalf("info %v", n.VerboseInfo())
@@ -199,7 +199,7 @@ func TestGatedCreateWithRealAdaptation(t *testing.T) {
 	defer n.Stop()
 
 	ctx := context.Background()
-	err = n.CreateContainer(ctx, testSandbox(), testContainer(), oci.NewGenerator())
+	_, err = n.CreateContainer(ctx, testSandbox(), testContainer(), oci.NewGenerator())
 	if st, _ := status.FromError(err); st.Code() != codes.FailedPrecondition {
 		t.Fatalf("absent plugin: want FailedPrecondition, got %v", err)
 	}
@@ -232,9 +232,11 @@ func TestGatedCreateWithRealAdaptation(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	g := oci.NewGenerator()
-	if err := n.CreateContainer(ctx, testSandbox(), testContainer(), g); err != nil {
+	finish, err := n.CreateContainer(ctx, testSandbox(), testContainer(), g)
+	if err != nil {
 		t.Fatal(err)
 	}
+	finish(nil)
 	if !slices.Contains(g.Config.Process.Env, "GUARD_ACTED=1") {
 		t.Fatalf("adjustment not applied: %v", g.Config.Process.Env)
 	}

@@ -87,7 +87,7 @@ func checkDecisionFields(t *testing.T, e *logrus.Entry, msg string) {
 // warning with the decision's fields, and moves the metrics.
 func TestRefusalLoggedOnceAndCounted(t *testing.T) {
 	n, m, hook := newObserved(t, nripolicy.FailPolicyFail)
-	err := n.CreateContainer(context.Background(), testSandbox(), testContainer(), oci.NewGenerator())
+	_, err := n.CreateContainer(context.Background(), testSandbox(), testContainer(), oci.NewGenerator())
 	if st, _ := status.FromError(err); st.Code() != codes.FailedPrecondition {
 		t.Fatalf("absent plugin: want FailedPrecondition, got %v", err)
 	}
@@ -115,9 +115,11 @@ func TestRefusalLoggedOnceAndCounted(t *testing.T) {
 // one warning carrying the decision's fields.
 func TestIgnoreLoggedOnce(t *testing.T) {
 	n, m, hook := newObserved(t, nripolicy.FailPolicyIgnore)
-	if err := n.CreateContainer(context.Background(), testSandbox(), testContainer(), oci.NewGenerator()); err != nil {
+	finish, err := n.CreateContainer(context.Background(), testSandbox(), testContainer(), oci.NewGenerator())
+	if err != nil {
 		t.Fatalf("ignore plugin absent: %v", err)
 	}
+	finish(nil)
 	w := warnings(hook)
 	if len(w) != 1 {
 		t.Fatalf("%d warnings for one ignored request, want 1", len(w))

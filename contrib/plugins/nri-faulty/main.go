@@ -18,6 +18,12 @@
 // its content is "MODE [ARG]", for example "hang 5s", "crash-during",
 // "exit-after 3" or "ok". An empty or missing file means the --mode flag.
 //
+// With --update-others-on-stop the plugin "rebalances" on every
+// StopContainer: it answers with a CPU shares update of every other
+// container it knows (from Synchronize and CreateContainer, until their
+// RemoveContainer), as a resource-management plugin does; it logs
+// "update-others on stop of NAME: N containers".
+//
 // Every line the plugin logs starts with an RFC 3339 timestamp with
 // nanoseconds. After Synchronize it logs "ready", also to stdout, so that a
 // test can wait for it; each request it acted on is logged as
@@ -95,9 +101,47 @@ type plugin struct {
 	events      api.EventMask
 	faultEvents api.EventMask
 
+	// updateOthers makes StopContainer answer with updates of the other
+	// known containers.
+	updateOthers bool
+
 	mu      sync.Mutex
 	out     io.Writer
 	handled int
+	// known holds the IDs of the containers the plugin knows (guarded by mu).
+	known map[string]bool
+}
+
+func (p *plugin) track(id string, present bool) {
+	if id == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.known == nil {
+		p.known = map[string]bool{}
+	}
+	if present {
+		p.known[id] = true
+	} else {
+		delete(p.known, id)
+	}
+}
+
+// othersUpdate returns a CPU shares update of every known container but id.
+func (p *plugin) othersUpdate(id string) []*api.ContainerUpdate {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*api.ContainerUpdate
+	for other := range p.known {
+		if other == id {
+			continue
+		}
+		u := &api.ContainerUpdate{ContainerId: other}
+		u.SetLinuxCPUShares(uint64(512 + len(out)))
+		out = append(out, u)
+	}
+	return out
 }
 
 func (p *plugin) logf(format string, args ...any) {
@@ -199,6 +243,9 @@ func (p *plugin) Configure(_ context.Context, _, runtime, version string) (api.E
 
 // Synchronize answers and reports the plugin ready.
 func (p *plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*api.Container) ([]*api.ContainerUpdate, error) {
+	for _, c := range ctrs {
+		p.track(c.GetId(), true)
+	}
 	p.logf("ready (synchronized %d pods, %d containers)", len(pods), len(ctrs))
 	fmt.Fprintf(os.Stdout, "ready %s\n", time.Now().UTC().Format(time.RFC3339Nano))
 	return nil, nil
@@ -214,6 +261,7 @@ func (p *plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	if err := p.handle(api.Event_CREATE_CONTAINER, pod, ctr); err != nil {
 		return nil, nil, err
 	}
+	p.track(ctr.GetId(), true)
 	adjust := &api.ContainerAdjustment{}
 	adjust.AddEnv(ActedEnv, p.name)
 	adjust.AddAnnotation(ActedAnnotation, p.name)
@@ -227,11 +275,20 @@ func (p *plugin) UpdateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 
 // StopContainer applies the fault if configured for it.
 func (p *plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) ([]*api.ContainerUpdate, error) {
-	return nil, p.handle(api.Event_STOP_CONTAINER, pod, ctr)
+	if err := p.handle(api.Event_STOP_CONTAINER, pod, ctr); err != nil {
+		return nil, err
+	}
+	if !p.updateOthers {
+		return nil, nil
+	}
+	upd := p.othersUpdate(ctr.GetId())
+	p.logf("update-others on stop of %s: %d containers", ctr.GetName(), len(upd))
+	return upd, nil
 }
 
 // RemoveContainer applies the fault if configured for it.
 func (p *plugin) RemoveContainer(_ context.Context, pod *api.PodSandbox, ctr *api.Container) error {
+	p.track(ctr.GetId(), false)
 	return p.handle(api.Event_REMOVE_CONTAINER, pod, ctr)
 }
 
@@ -291,6 +348,7 @@ func run() error {
 		control     = flag.String("control", "", "file whose content (\"MODE [ARG]\"), re-read on every request, overrides --mode")
 		failPolicy  = flag.String("failure-policy", "none", "plugin-declared upstream FailurePolicy: none, fail-request, keep-connected")
 		logFile     = flag.String("log-file", "", "append the log to this file instead of stderr")
+		updOthers   = flag.Bool("update-others-on-stop", false, "answer every StopContainer with a CPU shares update of every other known container")
 	)
 	flag.Parse()
 
@@ -321,6 +379,8 @@ func run() error {
 		events:      mask,
 		faultEvents: fmask,
 		out:         os.Stderr,
+
+		updateOthers: *updOthers,
 	}
 	if *logFile != "" {
 		f, err := os.OpenFile(*logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
