@@ -65,6 +65,9 @@ func (s *Server) RunPodSandbox(ctx context.Context, req *runtimeapi.RunPodSandbo
 	if err := s.checkHandler(req.GetRuntimeHandler()); err != nil {
 		return nil, err
 	}
+	if err := oci.ValidateCgroupParent(cfg.GetLinux().GetCgroupParent()); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "pod sandbox config: %v", err)
+	}
 	md := cfg.Metadata
 	id := newID()
 	name := fmt.Sprintf("k8s_%s_%s_%s_%d", md.Name, md.Namespace, md.Uid, md.Attempt)

@@ -62,6 +62,10 @@ func TestRequestValidation(t *testing.T) {
 	wantCode(t, "run without namespace", err, codes.InvalidArgument, "metadata.namespace")
 	_, err = s.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: podConfig("p"), RuntimeHandler: "kata"})
 	wantCode(t, "run with unknown handler", err, codes.InvalidArgument, `"kata" is not configured`)
+	slice := podConfig("p")
+	slice.Linux = &runtimeapi.LinuxPodSandboxConfig{CgroupParent: "kubepods.slice"}
+	_, err = s.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: slice})
+	wantCode(t, "run with a systemd slice parent", err, codes.InvalidArgument, "cgroupfs cgroup manager")
 
 	_, err = s.PodSandboxStatus(ctx, &runtimeapi.PodSandboxStatusRequest{PodSandboxId: "nope"})
 	wantCode(t, "status of unknown pod", err, codes.NotFound, `"nope" not found`)

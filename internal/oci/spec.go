@@ -174,14 +174,11 @@ func GenerateSpec(in SpecInput) (*Generator, error) {
 	if err := applyResources(g, c.GetLinux().GetResources()); err != nil {
 		return nil, err
 	}
-	parent := in.Sandbox.GetLinux().GetCgroupParent()
-	if parent == "" {
-		parent = DefaultCgroupParent
+	cgPath, err := CgroupsPath(in.Sandbox.GetLinux().GetCgroupParent(), in.ID)
+	if err != nil {
+		return nil, err
 	}
-	if !filepath.IsAbs(parent) {
-		return nil, fmt.Errorf("%w: cgroup parent %q must be an absolute cgroupfs path", ErrInvalidConfig, parent)
-	}
-	g.SetLinuxCgroupsPath(filepath.Join(parent, "nrigate-"+in.ID))
+	g.SetLinuxCgroupsPath(cgPath)
 	for k, v := range in.Sandbox.GetLinux().GetSysctls() {
 		g.AddLinuxSysctl(k, v)
 	}
@@ -310,4 +307,28 @@ func LinuxResources(r *runtimeapi.LinuxContainerResources) (*rspec.LinuxResource
 		out.Memory = &rspec.LinuxMemory{Limit: &v}
 	}
 	return out, nil
+}
+
+// ValidateCgroupParent checks a pod's cgroup parent for the cgroupfs
+// manager: empty (DefaultCgroupParent), an absolute path or, as CRI-O
+// accepts it, a path relative to the cgroup root ("pod_123"). A systemd
+// slice ("kubepods.slice") is refused: nrigate has no systemd manager.
+func ValidateCgroupParent(parent string) error {
+	if strings.HasSuffix(filepath.Base(parent), ".slice") {
+		return fmt.Errorf("%w: cgroup parent %q is a systemd slice, but nrigate uses the cgroupfs cgroup manager", ErrInvalidConfig, parent)
+	}
+	return nil
+}
+
+// CgroupsPath is the cgroupfs path of container id in a pod whose cgroup
+// parent is parent: PARENT/nrigate-ID under the cgroup root, like CRI-O's
+// cgroupfs manager (a relative parent is taken from the root).
+func CgroupsPath(parent, id string) (string, error) {
+	if err := ValidateCgroupParent(parent); err != nil {
+		return "", err
+	}
+	if parent == "" {
+		parent = DefaultCgroupParent
+	}
+	return filepath.Join("/", parent, "nrigate-"+id), nil
 }

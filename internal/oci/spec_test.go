@@ -165,14 +165,37 @@ func TestGenerateSpecRejectsBadConfig(t *testing.T) {
 			in.Container.Linux = &runtimeapi.LinuxContainerConfig{Resources: &runtimeapi.LinuxContainerResources{MemoryLimitInBytes: -1}}
 		},
 		"empty env name": func(in *SpecInput) { in.Container.Envs = []*runtimeapi.KeyValue{{Key: ""}} },
-		"relative cgroup parent": func(in *SpecInput) {
-			in.Sandbox.Linux = &runtimeapi.LinuxPodSandboxConfig{CgroupParent: "rel"}
+		"systemd slice cgroup parent": func(in *SpecInput) {
+			in.Sandbox.Linux = &runtimeapi.LinuxPodSandboxConfig{CgroupParent: "kubepods-besteffort.slice"}
 		},
 	} {
 		in := baseInput()
 		mut(&in)
 		if _, err := GenerateSpec(in); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%s: err %v, want ErrInvalidConfig", name, err)
+		}
+	}
+}
+
+// TestRelativeCgroupParent: CRI-O's own NRI suite runs pods with cgroup
+// parent "pod_123" under cgroupfs; CRI-O puts their containers under
+// /pod_123, and so does nrigate (it refused the create before).
+func TestRelativeCgroupParent(t *testing.T) {
+	for parent, want := range map[string]string{
+		"pod_123":          "/pod_123/nrigate-ctr1",
+		"kubepods/pod_123": "/kubepods/pod_123/nrigate-ctr1",
+		"/abs/pod":         "/abs/pod/nrigate-ctr1",
+		"":                 "/nrigate/nrigate-ctr1",
+	} {
+		in := baseInput()
+		in.Sandbox.Linux = &runtimeapi.LinuxPodSandboxConfig{CgroupParent: parent}
+		g, err := GenerateSpec(in)
+		if err != nil {
+			t.Errorf("cgroup parent %q: %v", parent, err)
+			continue
+		}
+		if g.Config.Linux.CgroupsPath != want {
+			t.Errorf("cgroup parent %q: cgroups path %q, want %q", parent, g.Config.Linux.CgroupsPath, want)
 		}
 	}
 }
