@@ -173,6 +173,13 @@ func parseSource(ref string) (types.ImageReference, string, error) {
 	return src, named.String(), nil
 }
 
+// isTransportRef reports whether ref names a non-registry transport
+// (oci-archive:, oci:, docker-archive:, dir:...).
+func isTransportRef(ref string) bool {
+	tr := alltransports.TransportFromImageName(ref)
+	return tr != nil && tr.Name() != docker.Transport.Name()
+}
+
 func normalize(ref string) (reference.Named, error) {
 	named, err := reference.ParseNormalizedNamed(ref)
 	if err != nil {
@@ -236,14 +243,9 @@ func (s *Store) PullImage(ctx context.Context, ref string) (*Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pull %q: stored image %q: %w", ref, name, err)
 	}
-	if ref != name && !strings.HasPrefix(ref, "docker://") {
-		if _, derr := normalize(ref); derr != nil {
-			// A transport string: remember it so the client can use it as-is.
-			if err := s.store.AddNames(img.ID, []string{ref}); err != nil {
-				return nil, fmt.Errorf("pull %q: name image: %w", ref, err)
-			}
-		}
-	}
+	// Only the image's own name is stored: a transport string such as
+	// oci-archive:PATH is not a repository tag (crictl images would show
+	// repository "oci-archive"); lookup resolves it to the name instead.
 	return s.ImageStatus(ctx, img.ID)
 }
 
@@ -258,6 +260,14 @@ func (s *Store) lookup(ref string) (*cstorage.Image, error) {
 	if named, err := normalize(ref); err == nil {
 		if img, err := s.store.Image(named.String()); err == nil {
 			return img, nil
+		}
+	} else if isTransportRef(ref) {
+		// The transport string a client pulled with (oci-archive:PATH):
+		// the image is stored under the name that source gives it.
+		if _, name, err := parseSource(ref); err == nil {
+			if img, err := s.store.Image(name); err == nil {
+				return img, nil
+			}
 		}
 	}
 	return nil, fmt.Errorf("%w: %q", ErrImageNotFound, ref)
