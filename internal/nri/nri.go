@@ -353,7 +353,7 @@ func (n *NRI) CreateContainer(ctx context.Context, sb *server.Sandbox, c *server
 	err = adm.Done(err)
 	if err == nil && resp != nil {
 		if adj := resp.GetAdjust(); adj != nil {
-			if aerr := nrigen.SpecGenerator(&specGen{s: g.Config}).Adjust(adj); aerr != nil {
+			if aerr := nrigen.SpecGenerator(g).Adjust(adj); aerr != nil {
 				err = fmt.Errorf("applying the NRI adjustment: %w", aerr)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -75,7 +76,7 @@ func TestAdjustmentAppliesToSpec(t *testing.T) {
 	adj.RemoveMount("/dev/mqueue")
 	adj.SetLinuxCPUShares(512)
 	adj.SetLinuxMemoryLimit(1 << 20)
-	if err := nrigen.SpecGenerator(&specGen{s: g.Config}).Adjust(adj); err != nil {
+	if err := nrigen.SpecGenerator(g).Adjust(adj); err != nil {
 		t.Fatal(err)
 	}
 	s := g.Config
@@ -310,5 +311,55 @@ func TestUnsolicitedUpdates(t *testing.T) {
 	defer rt.mu.Unlock()
 	if r := rt.applied["ctr1"]; r == nil || r.CpuShares != 123 {
 		t.Fatalf("applied %v", rt.applied)
+	}
+}
+
+// The spec the runtime generates and the plugins adjust is edited by one
+// implementation: oci.Generator is runtime-tools' generator, which NRI's
+// adjustment code takes as it is (before, internal/nri had a generator of
+// its own whose AddMount appended while internal/oci's replaced).
+var _ nrigen.UnderlyingGenerator = oci.NewGenerator()
+
+// TestOneGeneratorMountSemantics: a CRI mount and a plugin's mount on a
+// default destination both replace it, through the same generator.
+func TestOneGeneratorMountSemantics(t *testing.T) {
+	in := oci.SpecInput{
+		ID: "ctr1", SandboxID: "pod1", RootFS: "/rootfs",
+		Container: &runtimeapi.ContainerConfig{Metadata: &runtimeapi.ContainerMetadata{Name: "app"}, Command: []string{"sh"},
+			Mounts: []*runtimeapi.Mount{{ContainerPath: "/dev/shm", HostPath: os.TempDir()}}},
+		Sandbox: &runtimeapi.PodSandboxConfig{Metadata: &runtimeapi.PodSandboxMetadata{Name: "web", Namespace: "prod", Uid: "u1"}},
+	}
+	g, err := oci.GenerateSpec(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(dest string) (n int, src string) {
+		for _, m := range g.Config.Mounts {
+			if m.Destination == dest {
+				n, src = n+1, m.Source
+			}
+		}
+		return n, src
+	}
+	if n, src := count("/dev/shm"); n != 1 || src != os.TempDir() {
+		t.Fatalf("CRI mount on /dev/shm: %d mounts, source %q; want 1 from %s", n, src, os.TempDir())
+	}
+	adj := &api.ContainerAdjustment{}
+	adj.AddMount(&api.Mount{Destination: "/dev/mqueue", Source: "/tmp", Type: "bind", Options: []string{"rbind"}})
+	adj.AddEnv("PATH", "/nri/bin")
+	if err := nrigen.SpecGenerator(g).Adjust(adj); err != nil {
+		t.Fatal(err)
+	}
+	if n, src := count("/dev/mqueue"); n != 1 || src != "/tmp" {
+		t.Fatalf("NRI mount on /dev/mqueue: %d mounts, source %q; want 1 from /tmp", n, src)
+	}
+	var paths []string
+	for _, e := range g.Config.Process.Env {
+		if strings.HasPrefix(e, "PATH=") {
+			paths = append(paths, e)
+		}
+	}
+	if len(paths) != 1 || paths[0] != "PATH=/nri/bin" {
+		t.Fatalf("PATH after the adjustment: %v, want only the plugin's", paths)
 	}
 }

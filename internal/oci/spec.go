@@ -121,10 +121,12 @@ func GenerateSpec(in SpecInput) (*Generator, error) {
 
 	// Namespaces.
 	if in.NetNSPath == "" {
-		g.RemoveLinuxNamespace((rspec.NetworkNamespace))
-		g.RemoveLinuxNamespace((rspec.UTSNamespace))
+		removeNamespace(g, rspec.NetworkNamespace)
+		removeNamespace(g, rspec.UTSNamespace)
 	} else {
-		g.AddOrReplaceLinuxNamespace(rspec.NetworkNamespace, in.NetNSPath)
+		if err := g.AddOrReplaceLinuxNamespace(string(rspec.NetworkNamespace), in.NetNSPath); err != nil {
+			return nil, fmt.Errorf("network namespace: %w", err)
+		}
 		if h := in.Sandbox.GetHostname(); h != "" {
 			g.SetHostname(h)
 		}
@@ -134,16 +136,16 @@ func GenerateSpec(in SpecInput) (*Generator, error) {
 		nsOpts = in.Sandbox.GetLinux().GetSecurityContext().GetNamespaceOptions()
 	}
 	if nsOpts.GetPid() == runtimeapi.NamespaceMode_NODE {
-		g.RemoveLinuxNamespace((rspec.PIDNamespace))
+		removeNamespace(g, rspec.PIDNamespace)
 	}
 	if nsOpts.GetIpc() == runtimeapi.NamespaceMode_NODE {
-		g.RemoveLinuxNamespace((rspec.IPCNamespace))
+		removeNamespace(g, rspec.IPCNamespace)
 	}
 
 	// Security context.
 	sc := c.GetLinux().GetSecurityContext()
 	if sc.GetPrivileged() {
-		g.SetupPrivileged(true)
+		setupPrivileged(g)
 	}
 	if sc.GetReadonlyRootfs() {
 		g.SetRootReadonly(true)
@@ -197,6 +199,12 @@ func processArgs(command, args, entrypoint, cmd []string) []string {
 	return append(append([]string{}, entrypoint...), cmd...)
 }
 
+// removeNamespace makes the container share the host's namespace typ. The
+// types are runtime-spec constants, which runtime-tools always knows.
+func removeNamespace(g *Generator, typ rspec.LinuxNamespaceType) {
+	_ = g.RemoveLinuxNamespace(string(typ))
+}
+
 func addMount(g *Generator, m *runtimeapi.Mount) error {
 	if !filepath.IsAbs(m.GetContainerPath()) {
 		return fmt.Errorf("%w: mount container path %q is not absolute", ErrInvalidConfig, m.GetContainerPath())
@@ -221,6 +229,7 @@ func addMount(g *Generator, m *runtimeapi.Mount) error {
 	default:
 		opts = append(opts, "rprivate")
 	}
+	// runtime-tools appends: replace a default mount at the same place.
 	g.RemoveMount(m.ContainerPath)
 	g.AddMount(rspec.Mount{Destination: m.ContainerPath, Source: m.HostPath, Type: "bind", Options: opts})
 	return nil
@@ -267,7 +276,12 @@ func applyResources(g *Generator, r *runtimeapi.LinuxContainerResources) error {
 	if err != nil {
 		return err
 	}
-	g.SetLinuxResources(res)
+	if res.CPU != nil {
+		g.Config.Linux.Resources.CPU = res.CPU
+	}
+	if res.Memory != nil {
+		g.Config.Linux.Resources.Memory = res.Memory
+	}
 	if r.OomScoreAdj != 0 {
 		g.SetProcessOOMScoreAdj(int(r.OomScoreAdj))
 	}
