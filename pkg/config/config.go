@@ -24,16 +24,12 @@ const (
 	DefaultRoot                   = "/var/lib/nrigate"
 	DefaultRunRoot                = "/run/nrigate"
 	DefaultStorageDriver          = "overlay"
-	DefaultLogDir                 = "/var/log/nrigate/pods"
-	DefaultStreamAddress          = "127.0.0.1"
-	DefaultStreamPort             = "0"
 	DefaultRuntime                = "runc"
 	DefaultRuntimePath            = "/usr/sbin/runc"
 	DefaultRuntimeRoot            = "/run/runc"
 	DefaultMonitorPath            = "/usr/bin/conmon"
 	DefaultLogLevel               = "info"
 	DefaultCgroupManager          = CgroupManagerCgroupfs
-	DefaultTransport              = "docker://"
 	DefaultNRIListen              = "/var/run/nri/nri.sock"
 	DefaultNRIPluginDir           = "/opt/nri/plugins"
 	DefaultNRIPluginConfigDir     = "/etc/nri/conf.d"
@@ -43,7 +39,9 @@ const (
 	DefaultMetricsPort            = 9090
 )
 
-// Cgroup managers accepted in [crio.runtime] cgroup_manager.
+// Cgroup managers of [crio.runtime] cgroup_manager: only cgroupfs works.
+// The systemd manager needs systemd as PID 1 and a systemd cgroup driver,
+// which nrigate does not implement; it is refused rather than ignored.
 const (
 	CgroupManagerCgroupfs = "cgroupfs"
 	CgroupManagerSystemd  = "systemd"
@@ -73,12 +71,9 @@ type CrioConfig struct {
 	RunRoot string `toml:"runroot"`
 	// StorageDriver is the containers/storage graph driver.
 	StorageDriver string `toml:"storage_driver"`
-	// LogDir is the default directory of container logs.
-	LogDir string `toml:"log_dir"`
 
 	API     APIConfig     `toml:"api"`
 	Runtime RuntimeConfig `toml:"runtime"`
-	Image   ImageConfig   `toml:"image"`
 	NRI     NRIConfig     `toml:"nri"`
 	Metrics MetricsConfig `toml:"metrics"`
 }
@@ -87,10 +82,6 @@ type CrioConfig struct {
 type APIConfig struct {
 	// Listen is the path of the CRI unix socket.
 	Listen string `toml:"listen"`
-	// StreamAddress is the address of the streaming server (exec, attach).
-	StreamAddress string `toml:"stream_address"`
-	// StreamPort is the port of the streaming server; "0" picks a free one.
-	StreamPort string `toml:"stream_port"`
 }
 
 // RuntimeConfig is the [crio.runtime] table.
@@ -99,7 +90,7 @@ type RuntimeConfig struct {
 	DefaultRuntime string `toml:"default_runtime"`
 	// LogLevel is the daemon's log level (a logrus level name).
 	LogLevel string `toml:"log_level"`
-	// CgroupManager is "cgroupfs" or "systemd".
+	// CgroupManager must be "cgroupfs" (systemd is refused).
 	CgroupManager string `toml:"cgroup_manager"`
 	// Runtimes are the runtime handlers, keyed by handler name.
 	Runtimes map[string]*RuntimeHandler `toml:"runtimes"`
@@ -116,20 +107,6 @@ type RuntimeHandler struct {
 	RuntimeRoot string `toml:"runtime_root"`
 	// MonitorPath is the conmon binary that supervises the runtime.
 	MonitorPath string `toml:"monitor_path"`
-}
-
-// ImageConfig is the [crio.image] table.
-type ImageConfig struct {
-	// DefaultTransport is prepended to image names that carry no transport.
-	DefaultTransport string `toml:"default_transport"`
-	// GlobalAuthFile is a registry credentials file used for every pull.
-	GlobalAuthFile string `toml:"global_auth_file"`
-	// SignaturePolicy is the containers-policy.json used for pulls; empty means the system default.
-	SignaturePolicy string `toml:"signature_policy"`
-	// InsecureRegistries may be reached without TLS verification.
-	InsecureRegistries []string `toml:"insecure_registries"`
-	// BigFilesTemporaryDir is where large temporary files of pulls go; empty means the system default.
-	BigFilesTemporaryDir string `toml:"big_files_temporary_dir"`
 }
 
 // NRIConfig is the [crio.nri] table, with CRI-O's keys and defaults.
@@ -200,11 +177,8 @@ func DefaultConfig() *Config {
 		Root:          DefaultRoot,
 		RunRoot:       DefaultRunRoot,
 		StorageDriver: DefaultStorageDriver,
-		LogDir:        DefaultLogDir,
 		API: APIConfig{
-			Listen:        DefaultListen,
-			StreamAddress: DefaultStreamAddress,
-			StreamPort:    DefaultStreamPort,
+			Listen: DefaultListen,
 		},
 		Runtime: RuntimeConfig{
 			DefaultRuntime: DefaultRuntime,
@@ -213,9 +187,6 @@ func DefaultConfig() *Config {
 			Runtimes: map[string]*RuntimeHandler{
 				DefaultRuntime: DefaultRuntimeHandler(),
 			},
-		},
-		Image: ImageConfig{
-			DefaultTransport: DefaultTransport,
 		},
 		NRI: NRIConfig{
 			Enabled:                   true,
@@ -299,9 +270,12 @@ func (c *Config) Validate() error {
 		return bad("crio.runtime.log_level", q(cc.Runtime.LogLevel), `allowed values are "trace", "debug", "info", "warn", "error", "fatal", "panic"`)
 	}
 	switch cc.Runtime.CgroupManager {
-	case CgroupManagerCgroupfs, CgroupManagerSystemd:
+	case CgroupManagerCgroupfs:
+	case CgroupManagerSystemd:
+		return bad("crio.runtime.cgroup_manager", q(cc.Runtime.CgroupManager),
+			`nrigate has no systemd cgroup manager (it needs systemd as PID 1 and a systemd cgroup driver); the only allowed value is "cgroupfs"`)
 	default:
-		return bad("crio.runtime.cgroup_manager", q(cc.Runtime.CgroupManager), `allowed values are "cgroupfs", "systemd"`)
+		return bad("crio.runtime.cgroup_manager", q(cc.Runtime.CgroupManager), `the only allowed value is "cgroupfs"`)
 	}
 	for _, name := range sortedKeys(cc.Runtime.Runtimes) {
 		h := cc.Runtime.Runtimes[name]

@@ -93,8 +93,6 @@ func TestDropInPrecedence(t *testing.T) {
 [crio]
 root = "/main/root"
 runroot = "/main/run"
-[crio.image]
-insecure_registries = ["a.example", "b.example"]
 [crio.nri]
 nri_plugin_request_timeout = "3s"
 [crio.nri.default_validator]
@@ -118,8 +116,6 @@ fail_policy = "skip"
 	write(t, d, "10-first.conf", `
 [crio]
 root = "/first/root"
-[crio.image]
-insecure_registries = ["c.example"]
 [crio.nri.default_validator]
 nri_validator_required_plugins = []
 [crio.nri.policy.plugins."guard"]
@@ -138,9 +134,6 @@ events = ["RunPodSandbox", "CreateContainer"]
 	}
 	if c.RunRoot != "/main/run" {
 		t.Errorf("runroot = %q, want the main file's value (no drop-in sets it)", c.RunRoot)
-	}
-	if got := c.Image.InsecureRegistries; !reflect.DeepEqual(got, []string{"c.example"}) {
-		t.Errorf("insecure_registries = %q, want the drop-in's list replacing the main one", got)
 	}
 	if got := c.NRI.DefaultValidator.RequiredPlugins; len(got) != 0 {
 		t.Errorf("required_plugins = %q, want emptied by the drop-in", got)
@@ -198,11 +191,16 @@ func TestUnknownKeys(t *testing.T) {
 	main := write(t, dir, "crio.conf", `
 [crio]
 version_file = "/var/run/crio/version"
+log_dir = "/var/log/crio/pods"
 [crio.runtime]
 pids_limit = 1024
 [crio.tracing]
 enable_tracing = false
 tracing_endpoint = "0.0.0.0:4317"
+[crio.image]
+signature_policy = "/etc/crio/policy.json"
+[crio.api]
+stream_port = "10010"
 `)
 	d := filepath.Join(dir, "d")
 	drop := write(t, d, "10-policy.conf", `
@@ -226,6 +224,10 @@ registration_timeout = "3s"
 		"crio.version_file":       main,
 		"crio.runtime.pids_limit": main,
 		"crio.tracing":            main,
+		// Keys nrigate has no use for are unknown, not silently accepted.
+		"crio.log_dir":         main,
+		"crio.image":           main,
+		"crio.api.stream_port": main,
 		"crio.nri.policy.plugins.guard.registration_timeout": drop,
 		"crio.stats.collection_period":                       drop,
 	}
@@ -276,7 +278,9 @@ func TestValidationErrors(t *testing.T) {
 		{"syntax error", "[crio\nroot = 1\n",
 			[]string{"line 2", "table name"}, false},
 		{"bad cgroup manager", "[crio.runtime]\ncgroup_manager = \"cgroupv3\"\n",
-			[]string{"crio.runtime.cgroup_manager", `"cgroupv3"`, `"cgroupfs", "systemd"`}, false},
+			[]string{"crio.runtime.cgroup_manager", `"cgroupv3"`, `only allowed value is "cgroupfs"`}, false},
+		{"systemd cgroup manager", "[crio.runtime]\ncgroup_manager = \"systemd\"\n",
+			[]string{"crio.runtime.cgroup_manager", `"systemd"`, "no systemd cgroup manager", `"cgroupfs"`}, false},
 		{"bad log level", "[crio.runtime]\nlog_level = \"loud\"\n",
 			[]string{"crio.runtime.log_level", `"loud"`, `"debug"`}, false},
 		{"unknown default runtime", "[crio.runtime]\ndefault_runtime = \"crun\"\n",
@@ -337,8 +341,6 @@ func TestTemplateRoundTrip(t *testing.T) {
 	main := write(t, dir, "crio.conf", `
 [crio]
 root = "/tmp/r o\"ot"
-[crio.image]
-insecure_registries = ["reg.example:5000"]
 [crio.runtime.runtimes."my.runtime"]
 runtime_path = "/opt/bin/runc"
 runtime_root = "/run/my"
@@ -410,7 +412,7 @@ func TestTemplateHasEveryKey(t *testing.T) {
 	// Every toml tag of the structs must appear as a key in the template.
 	for _, typ := range []reflect.Type{
 		reflect.TypeOf(CrioConfig{}), reflect.TypeOf(APIConfig{}), reflect.TypeOf(RuntimeConfig{}),
-		reflect.TypeOf(RuntimeHandler{}), reflect.TypeOf(ImageConfig{}), reflect.TypeOf(NRIConfig{}),
+		reflect.TypeOf(RuntimeHandler{}), reflect.TypeOf(NRIConfig{}),
 		reflect.TypeOf(DefaultValidatorConfig{}), reflect.TypeOf(nripolicy.Config{}),
 		reflect.TypeOf(nripolicy.PluginConfig{}), reflect.TypeOf(MetricsConfig{}),
 	} {

@@ -212,7 +212,6 @@ func (c *Config) normalize() {
 			h.MonitorPath = DefaultMonitorPath
 		}
 	}
-	nilIfEmpty(&c.Crio.Image.InsecureRegistries)
 	nilIfEmpty(&c.Crio.NRI.DefaultValidator.RequiredPlugins)
 	for _, p := range c.Crio.NRI.Policy.Plugins {
 		if p == nil {

@@ -13,8 +13,10 @@ import (
 )
 
 // WriteTemplate writes cfg as commented TOML in crio.conf format, like
-// `crio config`: every honored key with its documentation and value.
-// Loading the output gives back cfg.
+// `crio config`: every key nrigate honours, with its documentation and
+// value, and no other (CRI-O keys nrigate has no use for, such as the
+// [crio.image] table, log_dir or stream_*, are reported as unknown when a
+// file sets them). Loading the output gives back cfg.
 func WriteTemplate(w io.Writer, cfg *Config) error {
 	t := &tmpl{w: bufio.NewWriter(w)}
 	c := &cfg.Crio
@@ -24,17 +26,14 @@ func WriteTemplate(w io.Writer, cfg *Config) error {
 	t.key("root", "Path of the root directory for persistent state (images, containers).", c.Root)
 	t.key("runroot", "Path of the directory for transient state (sockets, exit files).", c.RunRoot)
 	t.key("storage_driver", "The containers/storage driver for images and container root filesystems.", c.StorageDriver)
-	t.key("log_dir", "Default directory of container logs.", c.LogDir)
 
 	t.table("crio.api", "The CRI API server.")
 	t.key("listen", "Path of the CRI unix socket (crictl --runtime-endpoint unix://PATH).", c.API.Listen)
-	t.key("stream_address", "Address of the streaming server (exec, attach, port-forward).", c.API.StreamAddress)
-	t.key("stream_port", `Port of the streaming server; "0" picks a free port.`, c.API.StreamPort)
 
 	t.table("crio.runtime", "Container runtime settings.")
 	t.key("default_runtime", "Runtime handler used when a request names none; must name a [crio.runtime.runtimes.NAME] table.", c.Runtime.DefaultRuntime)
 	t.key("log_level", `Log level of the daemon: "trace", "debug", "info", "warn", "error", "fatal" or "panic".`, c.Runtime.LogLevel)
-	t.key("cgroup_manager", `Cgroup manager: "cgroupfs" or "systemd".`, c.Runtime.CgroupManager)
+	t.key("cgroup_manager", `Cgroup manager: only "cgroupfs" (systemd is refused: nrigate has no systemd manager).`, c.Runtime.CgroupManager)
 	for _, name := range sortedKeys(c.Runtime.Runtimes) {
 		h := c.Runtime.Runtimes[name]
 		if h == nil {
@@ -46,13 +45,6 @@ func WriteTemplate(w io.Writer, cfg *Config) error {
 		t.key("runtime_root", "State directory of the runtime (runc --root).", h.RuntimeRoot)
 		t.key("monitor_path", "Path of the conmon binary that supervises each container.", h.MonitorPath)
 	}
-
-	t.table("crio.image", "Image settings.")
-	t.key("default_transport", "Transport prepended to image names that carry none.", c.Image.DefaultTransport)
-	t.key("global_auth_file", "Registry credentials file used for every pull; empty for none.", c.Image.GlobalAuthFile)
-	t.key("signature_policy", "Path of the containers-policy.json for pulls; empty for the system default.", c.Image.SignaturePolicy)
-	t.key("insecure_registries", "Registries that may be reached without TLS verification.", c.Image.InsecureRegistries)
-	t.key("big_files_temporary_dir", "Directory for large temporary files of pulls; empty for the system default.", c.Image.BigFilesTemporaryDir)
 
 	n := &c.NRI
 	t.table("crio.nri", "NRI (Node Resource Interface) settings, with CRI-O's keys and defaults.")
