@@ -620,11 +620,36 @@ crio_policy_to_containerd() {
 }
 
 # containerd_config_contrib POLICY_TOML_FILE: the config of
-# contrib/containerd/containerd-test-config.sh DIR [POLICY_TOML_FILE].
+# contrib/containerd/containerd-test-config.sh DIR [POLICY_TOML_FILE]. The
+# sockets are read back from the config it wrote (the NRI socket stays
+# $NRI_SOCK unless the script chose its own), the request timeout is set to
+# the suites' 1s, and the CNI config is the suites' own if it has none.
 containerd_config_contrib() {
-	local s=$TESTDIR/containerd
+	local s=$TESTDIR/containerd cfg
 	"$REPO_ROOT/contrib/containerd/containerd-test-config.sh" "$s" "$1" >"$TESTDIR/config-script.log" 2>&1 ||
 		{ cat "$TESTDIR/config-script.log" >&2; return 1; }
+	cfg=$s/config.toml
+	[[ -f $cfg ]] || cfg=$(find "$s" -maxdepth 1 -name '*.toml' | head -1)
+	[[ -f $cfg ]] || { echo "containerd-test-config.sh wrote no config in $s" >&2; return 1; }
+	CONTAINERD_CONFIG=$cfg
+	CRI_SOCK=$(toml_table_value "$cfg" grpc address)
+	local nri
+	nri=$(toml_table_value "$cfg" 'plugins."io.containerd.nri.v1.nri"' socket_path)
+	[[ -z $nri ]] || NRI_SOCK=$nri
+	sed -i -E 's/^([[:space:]]*plugin_request_timeout[[:space:]]*=[[:space:]]*).*/\1"1s"/' "$cfg"
+	if ! grep -q 'conf_dir' "$cfg"; then
+		write_cni_config "$TESTDIR/cni"
+	fi
+	export NRI_SOCK
+}
+
+# toml_table_value FILE TABLE KEY: KEY's string value in [TABLE] of FILE
+# (either quote style in the header).
+toml_table_value() {
+	awk -v t="$2" -v k="$3" '
+		/^[[:space:]]*\[/ { h = $0; gsub(/[[:space:]]|\[|\]/, "", h); gsub(/\047/, "\"", h); cur = h; next }
+		cur == t && $1 == k { v = $0; sub(/^[^=]*=[[:space:]]*/, "", v); gsub(/["\047]/, "", v); print v; exit }
+	' "$1"
 }
 
 # start_containerd POLICY_TOML_FILE: containerd with its private config,
@@ -632,9 +657,10 @@ containerd_config_contrib() {
 start_containerd() {
 	local s=$TESTDIR/containerd
 	CRI_SOCK=$s/containerd.sock
+	CONTAINERD_CONFIG=$s/config.toml
 	containerd_config "$1" || return
 	write_crictl_config
-	PATH=$RUNTIME_BINDIR:$PATH "$RUNTIME_BINDIR/containerd" --config "$s/config.toml" \
+	PATH=$RUNTIME_BINDIR:$PATH "$RUNTIME_BINDIR/containerd" --config "$CONTAINERD_CONFIG" \
 		>"$TESTDIR/daemon.log" 2>&1 &
 	DAEMON_PID=$!
 	wait_runtime_up 20 || return
