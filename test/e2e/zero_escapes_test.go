@@ -135,6 +135,9 @@ registration_wait = "10s"
 				escapes++
 			}
 		}
+		// One machine-readable line for make parity (hack/parity.sh).
+		GinkgoWriter.Printf("PARITY restart-loop runtime=%s created=%d refused=%d escapes=%d lives=%d\n",
+			e2eRuntime, len(created), refused, escapes, lives.Load())
 		Expect(escapes).To(Equal(0), "containers created without the plugin's injection")
 
 		// Refused creations leave nothing behind.
