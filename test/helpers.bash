@@ -22,21 +22,32 @@ cleanup_tmpdir() {
 	fi
 }
 
+# ci_skip REASON: skip the test because a prerequisite is missing; under
+# CI=true fail it instead, so that a CI run cannot pass by skipping. The
+# require_* functions use it; runtime_lacks (not applicable) still skips.
+ci_skip() {
+	if [[ ${CI:-} == true ]]; then
+		echo "CI=true, so this test may not skip: $*" >&2
+		return 1
+	fi
+	skip "$@"
+}
+
 # require_binary skips the test when the nrigate binary was not built.
 require_binary() {
-	[[ -x $NRIGATE_BINARY ]] || skip "$NRIGATE_BINARY not built (run make build)"
+	[[ -x $NRIGATE_BINARY ]] || ci_skip "$NRIGATE_BINARY not built (run make build)"
 }
 
 # require_root skips the test unless it runs as root.
 require_root() {
-	[[ $(id -u) -eq 0 ]] || skip "needs root"
+	[[ $(id -u) -eq 0 ]] || ci_skip "needs root"
 }
 
 # require_cmd skips the test unless every named command is in PATH.
 require_cmd() {
 	local c
 	for c in "$@"; do
-		command -v "$c" >/dev/null || skip "$c not installed (run make install-deps)"
+		command -v "$c" >/dev/null || ci_skip "$c not installed (run make install-deps)"
 	done
 }
 
@@ -108,7 +119,7 @@ require_daemon_suite() {
 	require_binary
 	require_root
 	require_cmd crictl runc conmon jq ip
-	[[ -f $TEST_IMAGE ]] || skip "test image not built (needs busybox-static and jq)"
+	[[ -f $TEST_IMAGE ]] || ci_skip "test image not built (needs busybox-static and jq)"
 }
 
 # start_nrigate [TOML]: write a main config and a drop-in (extra TOML from
@@ -320,20 +331,20 @@ require_runtime() {
 	crio)
 		require_cmd conmon runc
 		[[ -x $RUNTIME_BINDIR/crio && -x $RUNTIME_BINDIR/pinns ]] ||
-			skip "RUNTIME=crio: $RUNTIME_BINDIR/crio and pinns not built (run make crio)"
+			ci_skip "RUNTIME=crio: $RUNTIME_BINDIR/crio and pinns not built (run make crio)"
 		[[ -n $(crio_import_tool) ]] ||
-			skip "RUNTIME=crio: no image import tool in $RUNTIME_BINDIR (run make crio)"
-		[[ -d /usr/lib/cni ]] || skip "RUNTIME=crio: containernetworking-plugins not installed"
+			ci_skip "RUNTIME=crio: no image import tool in $RUNTIME_BINDIR (run make crio)"
+		[[ -d /usr/lib/cni ]] || ci_skip "RUNTIME=crio: containernetworking-plugins not installed"
 		;;
 	containerd)
 		require_cmd runc
 		local b
 		for b in containerd containerd-shim-runc-v2 ctr; do
-			[[ -x $RUNTIME_BINDIR/$b ]] || skip "RUNTIME=containerd: $RUNTIME_BINDIR/$b not built (run make containerd)"
+			[[ -x $RUNTIME_BINDIR/$b ]] || ci_skip "RUNTIME=containerd: $RUNTIME_BINDIR/$b not built (run make containerd)"
 		done
-		[[ -d /usr/lib/cni ]] || skip "RUNTIME=containerd: containernetworking-plugins not installed"
+		[[ -d /usr/lib/cni ]] || ci_skip "RUNTIME=containerd: containernetworking-plugins not installed"
 		;;
-	*) skip "RUNTIME=$RUNTIME unknown (nrigate, crio or containerd)" ;;
+	*) ci_skip "RUNTIME=$RUNTIME unknown (nrigate, crio or containerd)" ;;
 	esac
 }
 
