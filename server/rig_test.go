@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nrigate/nrigate/internal/oci"
+	"github.com/nrigate/nrigate/internal/testenv"
 )
 
 // runtimeRig skips the test unless it can run real containers (root, runc,
@@ -14,17 +15,9 @@ import (
 // when the test ends, that holds the busybox test image archive.
 func runtimeRig(t *testing.T) (dir, archive string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for storage, runc and netns")
-	}
-	for _, b := range []string{oci.DefaultRuntimePath, oci.DefaultMonitorPath, "/bin/busybox"} {
-		if _, err := os.Stat(b); err != nil {
-			t.Skipf("%s not installed", b)
-		}
-	}
-	if _, err := exec.LookPath("jq"); err != nil {
-		t.Skip("jq not installed")
-	}
+	testenv.RequireRoot(t, "storage, runc and netns")
+	testenv.RequireFiles(t, oci.DefaultRuntimePath, oci.DefaultMonitorPath, "/bin/busybox")
+	testenv.RequireCommands(t, "jq")
 	// Not t.TempDir: the CRI socket lives here and unix socket paths are short.
 	dir, err := os.MkdirTemp("", "nrig")
 	if err != nil {

@@ -11,19 +11,15 @@ import (
 	"time"
 
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nrigate/nrigate/internal/testenv"
 )
 
 // needRuntime skips unless we are root with runc and conmon installed.
 func needRuntime(t *testing.T) *Runtime {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("running containers needs root")
-	}
-	for _, b := range []string{DefaultRuntimePath, DefaultMonitorPath, "/bin/busybox"} {
-		if _, err := os.Stat(b); err != nil {
-			t.Skipf("%s not installed (apt-get install runc conmon busybox-static)", b)
-		}
-	}
+	testenv.RequireRoot(t, "running containers")
+	testenv.RequireFiles(t, DefaultRuntimePath, DefaultMonitorPath, "/bin/busybox")
 	dir, err := os.MkdirTemp("", "nrig")
 	if err != nil {
 		t.Fatal(err)
@@ -188,12 +184,8 @@ func TestRuntimeCreateFailureLeavesNothing(t *testing.T) {
 }
 
 func TestNetNS(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("netns needs root")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("iproute2 not installed")
-	}
+	testenv.RequireRoot(t, "netns")
+	testenv.RequireCommands(t, "ip")
 	p, err := CreateNetNS("testpod0123456789")
 	if err != nil {
 		t.Fatal(err)

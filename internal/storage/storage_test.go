@@ -12,17 +12,15 @@ import (
 
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
+
+	"github.com/nrigate/nrigate/internal/testenv"
 )
 
 // testImage builds the busybox test archive with hack/make-test-image.sh.
 func testImage(t *testing.T) string {
 	t.Helper()
-	if _, err := os.Stat("/bin/busybox"); err != nil {
-		t.Skip("busybox-static not installed (/bin/busybox): cannot build the test image")
-	}
-	if _, err := exec.LookPath("jq"); err != nil {
-		t.Skip("jq not installed: cannot build the test image")
-	}
+	testenv.RequireFiles(t, "/bin/busybox")
+	testenv.RequireCommands(t, "jq")
 	out := filepath.Join(t.TempDir(), "busybox.tar")
 	cmd := exec.Command("../../hack/make-test-image.sh", out)
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -33,9 +31,7 @@ func testImage(t *testing.T) string {
 
 func openStore(t *testing.T, driver string) *Store {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("containers/storage needs root here")
-	}
+	testenv.RequireRoot(t, "containers/storage")
 	dir := t.TempDir()
 	log := logrus.New()
 	log.SetOutput(os.Stderr)
@@ -189,9 +185,8 @@ func TestPullOCILayoutWithTag(t *testing.T) {
 }
 
 func TestPullUsesTheArchivesImageName(t *testing.T) {
-	if _, err := os.Stat("/bin/busybox"); err != nil {
-		t.Skip("busybox-static not installed")
-	}
+	testenv.RequireFiles(t, "/bin/busybox")
+	testenv.RequireCommands(t, "jq")
 	s := openStore(t, "")
 	out := filepath.Join(t.TempDir(), "named.tar")
 	if b, err := exec.Command("../../hack/make-test-image.sh", out, "quay.io/nrigate/busybox:1.0").CombinedOutput(); err != nil {
@@ -232,9 +227,7 @@ func contains(l []string, s string) bool {
 }
 
 func TestOverlayFailureFallsBackToVFSWithReason(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("containers/storage needs root here")
-	}
+	testenv.RequireRoot(t, "containers/storage")
 	dir := t.TempDir()
 	log, hook := logtest.NewNullLogger()
 	// An option overlay rejects makes its initialization fail like an
