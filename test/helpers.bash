@@ -631,27 +631,21 @@ crio_policy_to_containerd() {
 }
 
 # containerd_config_contrib POLICY_TOML_FILE: the config of
-# contrib/containerd/containerd-test-config.sh DIR [POLICY_TOML_FILE]. The
-# sockets are read back from the config it wrote (the NRI socket stays
-# $NRI_SOCK unless the script chose its own), the request timeout is set to
-# the suites' 1s, and the CNI config is the suites' own if it has none.
+# contrib/containerd/containerd-test-config.sh DIR [POLICY_TOML_FILE], told
+# through its environment overrides to use the suites' NRI socket and plugin
+# directories, the 1s request timeout, $TESTDIR/runc and a bridge that
+# stop_runtime removes; CRI_SOCK and the config path come from its output.
 containerd_config_contrib() {
-	local s=$TESTDIR/containerd cfg
-	"$REPO_ROOT/contrib/containerd/containerd-test-config.sh" "$s" "$1" >"$TESTDIR/config-script.log" 2>&1 ||
+	local s=$TESTDIR/containerd out
+	CNI_BRIDGE=nrg$(printf %s "$TESTDIR" | md5sum | cut -c1-10)
+	out=$(NRI_SOCK=$NRI_SOCK NRI_PLUGIN_DIR=$TESTDIR/nri-plugins NRI_PLUGIN_CONFIG_DIR=$TESTDIR/nri-conf \
+		NRI_PLUGIN_REQUEST_TIMEOUT=1s RUNC_ROOT=$TESTDIR/runc CNI_CONF_DIR=$TESTDIR/cni CNI_BRIDGE=$CNI_BRIDGE \
+		"$REPO_ROOT/contrib/containerd/containerd-test-config.sh" "$s" "$1" 2>"$TESTDIR/config-script.log") ||
 		{ cat "$TESTDIR/config-script.log" >&2; return 1; }
-	cfg=$s/config.toml
-	[[ -f $cfg ]] || cfg=$(find "$s" -maxdepth 1 -name '*.toml' | head -1)
-	[[ -f $cfg ]] || { echo "containerd-test-config.sh wrote no config in $s" >&2; return 1; }
-	CONTAINERD_CONFIG=$cfg
-	CRI_SOCK=$(toml_table_value "$cfg" grpc address)
-	local nri
-	nri=$(toml_table_value "$cfg" 'plugins."io.containerd.nri.v1.nri"' socket_path)
-	[[ -z $nri ]] || NRI_SOCK=$nri
-	sed -i -E 's/^([[:space:]]*plugin_request_timeout[[:space:]]*=[[:space:]]*).*/\1"1s"/' "$cfg"
-	if ! grep -q 'conf_dir' "$cfg"; then
-		write_cni_config "$TESTDIR/cni"
-	fi
-	export NRI_SOCK
+	CONTAINERD_CONFIG=$(sed -n 's/^CONFIG=//p' <<<"$out")
+	CRI_SOCK=$(sed -n 's/^CRI_SOCK=//p' <<<"$out")
+	[[ -f $CONTAINERD_CONFIG && -n $CRI_SOCK ]] ||
+		{ echo "containerd-test-config.sh printed no CONFIG/CRI_SOCK: $out" >&2; return 1; }
 }
 
 # toml_table_value FILE TABLE KEY: KEY's string value in [TABLE] of FILE
