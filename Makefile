@@ -54,10 +54,20 @@ build:
 # ginkgo integration suites alike); test-unit and test-integration are
 # narrower entry points for development.
 test: install-deps lint build test-go fuzz test-bats $(RUNTIME_TESTS)
+	@echo "== test summary ==" && cat $(SUMMARY_FILE) && rm -f $(SUMMARY_FILE)
+
+# Each suite ends with a one-line summary (tests, passed, failed, skipped)
+# from hack/test-summary.sh, which keeps the logs under $(TESTLOGS); make
+# test repeats the lines at the end.
+TESTLOGS ?= bin/test-logs
+export SUMMARY_FILE ?= $(CURDIR)/$(TESTLOGS)/summary.txt
+ifneq ($(filter test,$(MAKECMDGOALS)),)
+$(shell rm -f $(SUMMARY_FILE))
+endif
 
 test-go:
-	$(GO) test $(GOTEST_FLAGS) -tags "$(BUILDTAGS)" ./...
-	cd $(POLICY_MOD) && $(GO) test $(GOTEST_FLAGS) ./...
+	hack/test-summary.sh go "go test (root module)" $(TESTLOGS)/go-root.json -- $(GO) test $(GOTEST_FLAGS) -tags "$(BUILDTAGS)" ./...
+	cd $(POLICY_MOD) && $(CURDIR)/hack/test-summary.sh go "go test (pkg/nripolicy)" $(CURDIR)/$(TESTLOGS)/go-nripolicy.json -- $(GO) test $(GOTEST_FLAGS) ./...
 
 # test-unit runs the fast tests only: suites that need root, runc or a
 # running daemon skip themselves under -short.
@@ -74,7 +84,7 @@ test-integration: build
 	cd $(POLICY_MOD) && $(GO) test $(GOTEST_FLAGS) ./...
 
 test-bats: build
-	$(BATS) test/*.bats
+	hack/test-summary.sh bats "bats test/*.bats" $(TESTLOGS)/bats.tap -- $(BATS) --tap test/*.bats
 
 # fuzz runs each go test -fuzz target briefly (go test -fuzz takes one
 # package and one target per run): 3 x FUZZTIME, 30 s in CI. The seed
