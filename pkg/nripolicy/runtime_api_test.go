@@ -49,6 +49,9 @@ func TestRefusalIsFailedPreconditionWhenWrapped(t *testing.T) {
 
 func TestVerboseInfo(t *testing.T) {
 	var off *Policy
+	if off.Conditions() != nil {
+		t.Fatal("NRI disabled: no conditions")
+	}
 	got, err := off.VerboseInfo("/run/nri.sock")
 	if err != nil || got[VerboseInfoKey] != `{"enabled":false,"plugins":[]}` {
 		t.Fatalf("NRI disabled: %v %v", got, err)

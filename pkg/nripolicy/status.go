@@ -264,10 +264,14 @@ type Condition struct {
 }
 
 // Conditions returns the readiness conditions: none without configured
-// plugins; otherwise NRIPluginsReady and, only while a readiness="network"
-// fail plugin is not ready, NetworkReady=false for the runtime to merge
-// into its own network condition.
+// plugins (or on a nil Policy, for NRI disabled); otherwise
+// NRIPluginsReady and, only while a readiness="network" fail plugin is not
+// ready, NetworkReady=false for the runtime to merge into its own network
+// condition.
 func (p *Policy) Conditions() []Condition {
+	if p == nil {
+		return nil
+	}
 	c, v := p.cur.Load(), p.trk.view()
 	if len(c.plugins) == 0 {
 		return nil
