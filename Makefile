@@ -69,10 +69,12 @@ test-go:
 	hack/test-summary.sh go "go test (root module)" $(TESTLOGS)/go-root.json -- $(GO) test $(GOTEST_FLAGS) -tags "$(BUILDTAGS)" ./...
 	cd $(POLICY_MOD) && $(CURDIR)/hack/test-summary.sh go "go test (pkg/nripolicy)" $(CURDIR)/$(TESTLOGS)/go-nripolicy.json -- $(GO) test $(GOTEST_FLAGS) ./...
 
-# test-unit runs the fast tests only: suites that need root, runc or a
-# running daemon skip themselves under -short.
+# test-unit runs the fast tests only: the packages' tests under -short, where
+# the ones that need root, runc, conmon or plugin processes skip themselves;
+# the suites under test/ (ginkgo end-to-end) are test-integration's.
+UNIT_PKGS = $(shell $(GO) list ./... 2>/dev/null | grep -v '/test/')
 test-unit:
-	$(GO) test $(GOTEST_FLAGS) -short -tags "$(BUILDTAGS)" ./...
+	$(GO) test $(GOTEST_FLAGS) -short -tags "$(BUILDTAGS)" $(UNIT_PKGS)
 	cd $(POLICY_MOD) && $(GO) test $(GOTEST_FLAGS) -short ./...
 
 # test-integration runs the ginkgo and end-to-end suites (test/ and the

@@ -15,6 +15,7 @@ import (
 // when the test ends, that holds the busybox test image archive.
 func runtimeRig(t *testing.T) (dir, archive string) {
 	t.Helper()
+	testenv.SkipShort(t, "runs real containers")
 	testenv.RequireRoot(t, "storage, runc and netns")
 	testenv.RequireFiles(t, oci.DefaultRuntimePath, oci.DefaultMonitorPath, "/bin/busybox")
 	testenv.RequireCommands(t, "jq")

@@ -135,6 +135,7 @@ func TestPluginRegisteringDuringCreateIsSynchronizedWithIt(t *testing.T) {
 // returns its log file once it reported ready.
 func faultyPlugin(t *testing.T, sock, name string, args ...string) string {
 	t.Helper()
+	testenv.SkipShort(t, "builds and runs nri-faulty")
 	dir := t.TempDir()
 	bin := testenv.BuildPlugin(t, "nri-faulty", dir)
 	logf := filepath.Join(dir, "faulty.log")
@@ -245,9 +246,7 @@ func TestCreateFailingAfterRelayIsUndoneForPlugins(t *testing.T) {
 // container's lock deadlocks: each stop holds its own container's lock and
 // waits for the other's.
 func TestConcurrentStopsWithRebalancingPlugin(t *testing.T) {
-	if testing.Short() {
-		t.Skip("runs containers (-short)")
-	}
+	testenv.SkipShort(t, "runs real containers")
 	testenv.RequireRoot(t, "storage, runc and netns")
 	testenv.RequireFiles(t, oci.DefaultRuntimePath, oci.DefaultMonitorPath, "/bin/busybox")
 	testenv.RequireCommands(t, "jq")

@@ -18,6 +18,7 @@ import (
 // needRuntime skips unless we are root with runc and conmon installed.
 func needRuntime(t *testing.T) *Runtime {
 	t.Helper()
+	testenv.SkipShort(t, "runs real containers")
 	testenv.RequireRoot(t, "running containers")
 	testenv.RequireFiles(t, DefaultRuntimePath, DefaultMonitorPath, "/bin/busybox")
 	dir, err := os.MkdirTemp("", "nrig")
@@ -184,6 +185,7 @@ func TestRuntimeCreateFailureLeavesNothing(t *testing.T) {
 }
 
 func TestNetNS(t *testing.T) {
+	testenv.SkipShort(t, "creates network namespaces")
 	testenv.RequireRoot(t, "netns")
 	testenv.RequireCommands(t, "ip")
 	p, err := CreateNetNS("testpod0123456789")

@@ -19,6 +19,7 @@ import (
 // testImage builds the busybox test archive with hack/make-test-image.sh.
 func testImage(t *testing.T) string {
 	t.Helper()
+	testenv.SkipShort(t, "builds the test image")
 	testenv.RequireFiles(t, "/bin/busybox")
 	testenv.RequireCommands(t, "jq")
 	out := filepath.Join(t.TempDir(), "busybox.tar")
@@ -31,6 +32,7 @@ func testImage(t *testing.T) string {
 
 func openStore(t *testing.T, driver string) *Store {
 	t.Helper()
+	testenv.SkipShort(t, "opens a real store")
 	testenv.RequireRoot(t, "containers/storage")
 	dir := t.TempDir()
 	log := logrus.New()
@@ -227,6 +229,7 @@ func contains(l []string, s string) bool {
 }
 
 func TestOverlayFailureFallsBackToVFSWithReason(t *testing.T) {
+	testenv.SkipShort(t, "opens a real store")
 	testenv.RequireRoot(t, "containers/storage")
 	dir := t.TempDir()
 	log, hook := logtest.NewNullLogger()

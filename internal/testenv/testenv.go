@@ -70,3 +70,13 @@ func BuildPlugin(t testing.TB, name, dir string) string {
 	}
 	return out
 }
+
+// SkipShort skips a long test (real containers, plugin processes) under
+// -short, which make test-unit uses. It is a choice, not a missing
+// prerequisite, so it skips in CI too.
+func SkipShort(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short: %s", what)
+	}
+}
