@@ -58,10 +58,14 @@ prepare() {
 	mkdir -p "$(dirname "$dst")"
 	cp -r "$src" "$dst"
 	chmod -R u+w "$dst"
+	# A repository of its own: git apply inside this checkout's work tree
+	# would take paths relative to it and silently skip the patches.
+	(cd "$dst" && git init -q && git add -A && git -c user.name=build -c user.email=build@localhost commit -q -m "containerd $VERSION")
 	for p in $(patches); do
 		(cd "$dst" && git apply --check "$p" && git apply "$p") ||
 			{ echo "patch $(basename "$p") does not apply to containerd $VERSION" >&2; return 1; }
 	done
+	(cd "$dst" && git diff --quiet) && { echo "the patch series changed nothing" >&2; return 1; }
 	(cd "$dst" && $GO mod edit -replace "$POLICY_MOD=$REPO/pkg/nripolicy")
 }
 
@@ -121,10 +125,15 @@ cmd_check() {
 		before=$(cd "$OUT/pristine" && $GO list -m all | LC_ALL=C sort)
 	fi
 	after=$(cd "$dir" && $GO list -m all | sed 's/ => .*//' | LC_ALL=C sort)
+	# The modules linked into the binaries: a module the graph moves but no
+	# binary links (a dependency's test-only requirement) is only reported.
+	linked=$(cd "$dir" && $GO list -deps -tags "$TAGS" -f '{{with .Module}}{{.Path}}{{end}}' ./cmd/containerd ./cmd/containerd-shim-runc-v2 ./cmd/ctr | LC_ALL=C sort -u)
 	while read -r m; do
 		[[ -n $m ]] || continue
-		if allowed "$m"; then echo "  ok  $m: $(grep "^$m " <<<"$before" | cut -d' ' -f2) -> $(grep "^$m " <<<"$after" | cut -d' ' -f2)"
-		else echo "  NOT ALLOWED  $m: $(grep "^$m " <<<"$before" | cut -d' ' -f2) -> $(grep "^$m " <<<"$after" | cut -d' ' -f2)"; bad=1; fi
+		local move="$(grep "^$m " <<<"$before" | cut -d' ' -f2) -> $(grep "^$m " <<<"$after" | cut -d' ' -f2)"
+		if allowed "$m"; then echo "  ok  $m: $move"
+		elif ! grep -qxF "$m" <<<"$linked"; then echo "  note  $m: $move (module graph only: no binary links it)"
+		else echo "  NOT ALLOWED  $m: $move (linked into the binaries)"; bad=1; fi
 	done < <(diff <(echo "$before") <(echo "$after") | sed -n 's/^[<>] \([^ ]*\).*/\1/p' | LC_ALL=C sort -u)
 	echo "go vet -tags \"$TAGS\" $(touched_packages | tr '\n' ' ')"
 	(cd "$dir" && $GO vet -tags "$TAGS" $(touched_packages)) || bad=1
