@@ -40,7 +40,7 @@ done
 for col in $COLUMNS; do
 	[[ $col == validator ]] && continue
 	echo "parity: e2e restart loop on $col" >&2
-	NRIGATE_E2E_RUNTIME=$col go test -count=1 -tags "exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp" \
+	NRIGATE_E2E_RUNTIME=$col go test -v -count=1 -tags "exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp" \
 		./test/e2e -ginkgo.focus 'a required plugin restarting in a loop' -ginkgo.v >"$WORK/$col.e2e" 2>&1
 	echo $? >"$WORK/$col.e2e.rc"
 done
