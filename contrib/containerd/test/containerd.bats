@@ -1,0 +1,141 @@
+#!/usr/bin/env bats
+# The patched containerd (bin/containerd from make containerd) with the NRI
+# policy, driven by crictl and the real bin/nri-faulty: a bad policy stops
+# it with pkg/nripolicy's text, an absent required plugin refuses a create
+# with FailedPrecondition and leaves nothing behind, NRIPluginsReady follows
+# the plugin, and the plugin's adjustment reaches the container.
+# test/policy.bats runs the full policy suite on it (RUNTIME=containerd).
+
+bats_require_minimum_version 1.5.0
+
+RUNTIME=containerd
+REPO_ROOT=$(cd "$BATS_TEST_DIRNAME/../../.." && pwd)
+load "$REPO_ROOT/test/helpers"
+
+setup_file() {
+	setup_test_image_file
+}
+
+setup() {
+	require_root
+	require_runtime
+	require_cmd crictl jq ip
+	[[ -f $TEST_IMAGE ]] || ci_skip "test image not built (needs busybox-static and jq)"
+	[[ -x $NRI_FAULTY_BINARY ]] || ci_skip "$NRI_FAULTY_BINARY not built (run make build)"
+	setup_tmpdir
+}
+
+teardown() {
+	stop_faulty
+	stop_runtime
+	cleanup_tmpdir
+}
+
+# guard_policy FAIL_POLICY: the policy of plugin guard, in CRI-O syntax
+# (the one description every runtime's config is generated from).
+guard_policy() {
+	printf '[crio.nri.policy.plugins."guard"]\nfail_policy = "%s"\n' "$1"
+}
+
+# snapshots: the number of snapshots in the CRI namespace.
+snapshots() {
+	"$RUNTIME_BINDIR/ctr" --address "$CRI_SOCK" -n k8s.io snapshots ls | tail -n +2 | grep -c . || true
+}
+
+# snapshots_are N (for wait_for: containerd's GC removes leased snapshots).
+snapshots_are() {
+	[ "$(snapshots)" = "$1" ]
+}
+
+@test "containerd: a bad policy value stops it, naming the key and the value in pkg/nripolicy's text" {
+	require_binary
+	# The in-tree runtime's message for the same policy: pkg/nripolicy's
+	# text after its own table prefix.
+	mkdir -p "$TESTDIR/intree.d"
+	: >"$TESTDIR/intree.conf"
+	{ printf '[crio.nri]\nenable_nri = true\n'; guard_policy bogus; } >"$TESTDIR/intree.d/10-policy.conf"
+	run -1 "$NRIGATE_BINARY" -c "$TESTDIR/intree.conf" -d "$TESTDIR/intree.d" config
+	assert_contains "$output" 'crio.nri.policy.plugins."guard".fail_policy = "bogus"'
+	want=${output#*crio.nri.policy.}
+	[[ $want == 'plugins."guard".fail_policy = "bogus": '* ]]
+
+	start_runtime "$(guard_policy bogus)" && started=yes || started=no
+	[ "$started" = no ]
+	log=$(cat "$TESTDIR/daemon.log")
+	assert_contains "$log" "plugins.\"io.containerd.nri.v1.nri\".policy.$want"
+	# The last line is containerd's fatal error, not a warning it went on after.
+	assert_contains "$(tail -1 "$TESTDIR/daemon.log")" "containerd: "
+	assert_contains "$(tail -1 "$TESTDIR/daemon.log")" "plugins.\"io.containerd.nri.v1.nri\".policy.$want"
+}
+
+@test "containerd: a policy naming plugins with NRI disabled stops it" {
+	guard_policy fail >"$TESTDIR/policy.toml"
+	"$REPO_ROOT/contrib/containerd/containerd-test-config.sh" "$TESTDIR/containerd" "$TESTDIR/policy.toml" >/dev/null
+	sed -i 's/^\([[:space:]]*\)disable = false/\1disable = true/' "$TESTDIR/containerd/config.toml"
+	run -1 timeout 20 "$RUNTIME_BINDIR/containerd" --config "$TESTDIR/containerd/config.toml"
+	assert_contains "$output" 'plugins."io.containerd.nri.v1.nri".policy.plugins = ["guard"]: NRI is disabled (disable = true)'
+}
+
+@test "containerd: an absent required plugin refuses crictl create with FailedPrecondition naming it; nothing is left" {
+	start_runtime "$(guard_policy fail)"
+	pod=$(nri_pod_config web)
+	pod_id=$(crictl_cmd runp "$pod")
+	before=$(snapshots)
+	[ "$before" -ge 2 ] # the image's layer and the pause container's
+	cfg=$(ctr_config app sh -c 'exec sleep 1000')
+	run --separate-stderr crictl_cmd create "$pod_id" "$cfg" "$pod"
+	[ "$status" -ne 0 ]
+	assert_contains "$stderr" "code = FailedPrecondition"
+	assert_contains "$stderr" 'plugin \"guard\" is required for CreateContainer'
+	assert_contains "$stderr" 'container \"app\" in pod default/web'
+	assert_contains "$stderr" "is not registered"
+	# No container in CRI, none in containerd's metadata, no snapshot.
+	[ -z "$(crictl_cmd ps -aq)" ]
+	[ "$("$RUNTIME_BINDIR/ctr" --address "$CRI_SOCK" -n k8s.io containers ls -q | grep -vc "^$pod_id")" = 0 ]
+	wait_for 10 snapshots_are "$before"
+}
+
+@test "containerd: a refused RunPodSandbox leaves no sandbox, no network namespace" {
+	start_runtime "$(guard_policy fail; echo 'events = ["RunPodSandbox", "CreateContainer"]')"
+	pod=$(nri_pod_config web)
+	run --separate-stderr crictl_cmd runp "$pod"
+	[ "$status" -ne 0 ]
+	assert_contains "$stderr" "code = FailedPrecondition"
+	assert_contains "$stderr" 'plugin \"guard\" is required for RunPodSandbox of pod default/web'
+	[ -z "$(crictl_cmd pods -q)" ]
+	[ -z "$("$RUNTIME_BINDIR/ctr" --address "$CRI_SOCK" -n k8s.io containers ls -q)" ]
+	[ -d "$TESTDIR/containerd/state/io.containerd.grpc.v1.cri/netns" ]
+	[ -z "$(ls -A "$TESTDIR/containerd/state/io.containerd.grpc.v1.cri/netns")" ]
+	# Only the image's committed layer is left (containerd's GC removes the
+	# pause container's leased snapshot).
+	wait_for 10 snapshots_are 1
+}
+
+@test "containerd: NRIPluginsReady is false, then true when nri-faulty connects; RuntimeReady untouched; crictl info has the nri entry" {
+	start_runtime "$(guard_policy fail)"
+	[ "$(nri_condition NRIPluginsReady)" = false ]
+	[ "$(nri_condition RuntimeReady)" = true ]
+	info=$(crictl_cmd info)
+	[ "$(jq -r '.status.conditions[] | select(.type == "NRIPluginsReady") | .reason' <<<"$info")" = NRIPluginsNotReady ]
+	assert_contains "$(jq -r '.status.conditions[] | select(.type == "NRIPluginsReady") | .message' <<<"$info")" '"guard"'
+	[ "$(jq -r '.nri.plugins[] | select(.key == "guard") | .state' <<<"$info")" = "not registered" ]
+
+	start_faulty
+	wait_for 10 nri_condition_is NRIPluginsReady true
+	[ "$(nri_condition RuntimeReady)" = true ]
+	[ "$(crictl_cmd info | jq -r '.nri.plugins[] | select(.key == "guard") | .state')" = ready ]
+}
+
+@test "containerd: the required plugin's adjustment reaches the container (NRI_FAULTY_ACTED)" {
+	start_runtime "$(guard_policy fail)"
+	start_faulty
+	wait_for 10 nri_condition_is NRIPluginsReady true
+	pod=$(nri_pod_config web)
+	pod_id=$(crictl_cmd runp "$pod")
+	cfg=$(ctr_config app sh -c 'exec sleep 1000')
+	id=$(crictl_cmd create "$pod_id" "$cfg" "$pod")
+	crictl_cmd start "$id" >/dev/null
+	run --separate-stderr crictl_cmd exec -s "$id" sh -c 'echo "$NRI_FAULTY_ACTED"'
+	[ "$status" -eq 0 ]
+	[ "$output" = guard ]
+}
