@@ -17,7 +17,7 @@ LDFLAGS := -X github.com/nrigate/nrigate/internal/version.Version=$(VERSION)
 GOTEST_FLAGS ?= -race -count=1
 BATS ?= bats
 CRICTL_VERSION ?= v1.37.0
-APT_PACKAGES := runc conmon bats busybox-static jq gcc libc6-dev iproute2 curl
+APT_PACKAGES := runc conmon bats busybox-static jq gcc libc6-dev iproute2 curl containernetworking-plugins git
 
 # pkg/nripolicy is a Go module of its own (so that CRI-O and containerd
 # can require it without the root module's dependencies); the root module
