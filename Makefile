@@ -47,8 +47,6 @@ build:
 		echo "$(GO) build -o bin/$$p ./contrib/plugins/$$p"; \
 		$(GO) build -tags "$(BUILDTAGS)" -o bin/$$p ./contrib/plugins/$$p || exit 1; \
 	done
-	# The containerd wiring example is built so that it cannot rot.
-	$(GO) build -tags "$(BUILDTAGS)" -o bin/containerd-example ./contrib/containerd-example
 
 # test is everything CI runs. Go tests run once (test-go covers unit and
 # ginkgo integration suites alike); test-unit and test-integration are

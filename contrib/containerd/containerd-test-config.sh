@@ -20,7 +20,7 @@
 # the same. Any other table in the file is appended unchanged.
 #
 # Environment overrides (defaults under DIR): NRI_SOCK, NRI_PLUGIN_DIR,
-# NRI_PLUGIN_CONFIG_DIR, NRI_PLUGIN_REQUEST_TIMEOUT (2s),
+# NRI_PLUGIN_CONFIG_DIR, NRI_PLUGIN_REQUEST_TIMEOUT (1s, as the test suites expect),
 # NRI_PLUGIN_REGISTRATION_TIMEOUT (5s), RUNC_ROOT, CNI_CONF_DIR (a conflist
 # is written there unless it already holds one), CNI_BRIDGE, CNI_SUBNET,
 # PAUSE_IMAGE (registry.k8s.io/pause:3.10.2), RUNC (command -v runc),
@@ -39,7 +39,7 @@ dir=$(cd "$dir" && pwd)
 NRI_SOCK=${NRI_SOCK:-$dir/nri.sock}
 NRI_PLUGIN_DIR=${NRI_PLUGIN_DIR:-$dir/nri-plugins}
 NRI_PLUGIN_CONFIG_DIR=${NRI_PLUGIN_CONFIG_DIR:-$dir/nri-conf}
-NRI_PLUGIN_REQUEST_TIMEOUT=${NRI_PLUGIN_REQUEST_TIMEOUT:-2s}
+NRI_PLUGIN_REQUEST_TIMEOUT=${NRI_PLUGIN_REQUEST_TIMEOUT:-1s}
 NRI_PLUGIN_REGISTRATION_TIMEOUT=${NRI_PLUGIN_REGISTRATION_TIMEOUT:-5s}
 RUNC_ROOT=${RUNC_ROOT:-$dir/runc}
 CNI_CONF_DIR=${CNI_CONF_DIR:-$dir/cni}
