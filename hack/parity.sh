@@ -16,7 +16,8 @@ cd "$REPO_ROOT" || exit 1
 export PATH=$PATH:$(go env GOPATH 2>/dev/null)/bin
 COLUMNS=${PARITY_COLUMNS:-nrigate crio containerd validator}
 OUT=${PARITY_OUT:-docs/parity.md}
-# RUNTIME_BINDIR: where crio and containerd are (test/helpers.bash; default bin/).
+# RUNTIME_BINDIR: where crio and containerd are (test/helpers.bash; default
+# bin/); CRIO_BINDIR / CONTAINERD_BINDIR for one of them.
 BINDIR=${RUNTIME_BINDIR:-$REPO_ROOT/bin}
 WORK=$(mktemp -d /tmp/parity.XXXXXX)
 [[ -n ${PARITY_KEEP:-} ]] || trap 'rm -rf "$WORK"' EXIT
@@ -138,6 +139,7 @@ declare -A EXPLAIN=(
 		case $col in
 		nrigate | validator) bin="bin/nrigate $(bin/nrigate --version 2>/dev/null | head -1 | awk '{print $NF}')" ;;
 		crio)
+			BINDIR=${CRIO_BINDIR:-${RUNTIME_BINDIR:-$REPO_ROOT/bin}}
 			bin="${BINDIR#"$REPO_ROOT"/}/crio $("$BINDIR/crio" --version 2>/dev/null | awk '/^crio version/ {print $3}')"
 			# A patched build links the policy module (its package path is in the binary).
 			if grep -q 'nrigate/pkg/nripolicy' "$BINDIR/crio" 2>/dev/null; then
@@ -145,6 +147,7 @@ declare -A EXPLAIN=(
 			else bin+=" (UNPATCHED upstream: no policy)"; fi
 			;;
 		containerd)
+			BINDIR=${CONTAINERD_BINDIR:-${RUNTIME_BINDIR:-$REPO_ROOT/bin}}
 			bin="${BINDIR#"$REPO_ROOT"/}/containerd $("$BINDIR/containerd" --version 2>/dev/null | awk '{print $3}')"
 			if grep -q 'nrigate/pkg/nripolicy' "$BINDIR/containerd" 2>/dev/null; then
 				bin+=" (patched)"

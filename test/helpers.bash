@@ -318,6 +318,12 @@ nri_pod_config() {
 
 RUNTIME=${RUNTIME:-nrigate}
 RUNTIME_BINDIR=${RUNTIME_BINDIR:-$REPO_ROOT/bin}
+# CRIO_BINDIR / CONTAINERD_BINDIR override it for one runtime (make parity
+# with one runtime's build elsewhere).
+case $RUNTIME in
+crio) RUNTIME_BINDIR=${CRIO_BINDIR:-$RUNTIME_BINDIR} ;;
+containerd) RUNTIME_BINDIR=${CONTAINERD_BINDIR:-$RUNTIME_BINDIR} ;;
+esac
 # The image every container config names, and the runtimes' pause images.
 TEST_IMAGE_NAME=localhost/busybox:latest
 CRIO_PAUSE_IMAGE=registry.k8s.io/pause:3.10.1
