@@ -84,7 +84,11 @@ func loadConfig(ctx *cli.Context, log logrus.FieldLogger) (*config.Config, error
 	dir, _ := flag(ctx, flagConfigDir)
 	cfg, warnings, err := config.Load(file, dir)
 	for _, w := range warnings {
-		log.WithFields(logrus.Fields{"file": w.File, "key": w.Key}).Warn("unknown configuration key ignored")
+		msg := "unknown configuration key ignored"
+		if w.Reason != "" {
+			msg = "configuration key has no effect: " + w.Reason
+		}
+		log.WithFields(logrus.Fields{"file": w.File, "key": w.Key}).Warn(msg)
 	}
 	if err != nil {
 		return nil, err

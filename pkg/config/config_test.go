@@ -174,7 +174,12 @@ runtime_path = "/usr/bin/kata"
 [crio.runtime.runtimes.runc]
 runtime_root = "/custom/runc"
 `)
-	cfg, _ := mustLoad(t, main, filepath.Join(dir, "d"))
+	cfg, warnings := mustLoad(t, main, filepath.Join(dir, "d"))
+	// kata is not the default handler: the server never uses it, and says so.
+	if len(warnings) != 1 || warnings[0].Key != "crio.runtime.runtimes.kata" || warnings[0].File != main ||
+		!strings.Contains(warnings[0].String(), `requests naming "kata" are refused`) {
+		t.Errorf("warnings %v, want one about the unused kata handler in %s", warnings, main)
+	}
 	h := cfg.Crio.Runtime.Runtimes["runc"]
 	want := &RuntimeHandler{RuntimePath: "/opt/custom/runc", RuntimeType: RuntimeTypeOCI, RuntimeRoot: "/custom/runc", MonitorPath: DefaultMonitorPath}
 	if !reflect.DeepEqual(h, want) {

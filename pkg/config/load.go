@@ -24,11 +24,37 @@ import (
 type Warning struct {
 	File string
 	Key  string
+	// Reason is empty for an unknown key; otherwise it says why a known
+	// key has no effect.
+	Reason string
 }
 
 // String describes the warning.
 func (w Warning) String() string {
+	if w.Reason != "" {
+		return fmt.Sprintf("%s: %s: %s", w.File, w.Key, w.Reason)
+	}
 	return fmt.Sprintf("%s: unknown configuration key %s (ignored)", w.File, w.Key)
+}
+
+// unusedHandlers warns about runtime handler tables a file set other than
+// default_runtime's: the CRI server serves that one handler only and
+// refuses requests naming another.
+func (c *Config) unusedHandlers(origin map[string]string) []Warning {
+	var out []Warning
+	for _, name := range sortedKeys(c.Crio.Runtime.Runtimes) {
+		if name == c.Crio.Runtime.DefaultRuntime {
+			continue
+		}
+		key := "crio.runtime.runtimes." + quoteKey(name)
+		file := setIn(origin, joinKey(splitKey(key)))
+		if file == "" {
+			continue // a built-in default
+		}
+		out = append(out, Warning{File: file, Key: key, Reason: fmt.Sprintf(
+			"only the default_runtime handler (%q) is served; requests naming %q are refused", c.Crio.Runtime.DefaultRuntime, name)})
+	}
+	return out
 }
 
 // Load reads the main file and then every *.conf drop-in of dir in lexical
@@ -80,7 +106,7 @@ func LoadFiles(files ...string) (*Config, []Warning, error) {
 		}
 		return nil, warnings, err
 	}
-	return cfg, warnings, nil
+	return cfg, append(warnings, cfg.unusedHandlers(origin)...), nil
 }
 
 // decodeFile merges one file into c and records, for every key it sets,
@@ -251,6 +277,19 @@ func decodeError(file string, err error) error {
 
 // joinKey is the canonical form of a key used to find its origin.
 func joinKey(k []string) string { return strings.Join(k, "\x00") }
+
+// setIn returns a file that set table (a joinKey) or a key in it, ignoring
+// enclosing tables (the greatest path when several did, for a stable
+// answer); "" when no file did.
+func setIn(origin map[string]string, table string) string {
+	file := ""
+	for k, f := range origin {
+		if (k == table || strings.HasPrefix(k, table+"\x00")) && f > file {
+			file = f
+		}
+	}
+	return file
+}
 
 // originOf returns the file that set key, or the file that set the
 // nearest enclosing table; "" when the value is a default.

@@ -34,9 +34,10 @@ func WriteTemplate(w io.Writer, cfg *Config) error {
 	t.key("default_runtime", "Runtime handler used when a request names none; must name a [crio.runtime.runtimes.NAME] table.", c.Runtime.DefaultRuntime)
 	t.key("log_level", `Log level of the daemon: "trace", "debug", "info", "warn", "error", "fatal" or "panic".`, c.Runtime.LogLevel)
 	t.key("cgroup_manager", `Cgroup manager: only "cgroupfs" (systemd is refused: nrigate has no systemd manager).`, c.Runtime.CgroupManager)
+	// Only the default handler is served: other handler tables do nothing.
 	for _, name := range sortedKeys(c.Runtime.Runtimes) {
 		h := c.Runtime.Runtimes[name]
-		if h == nil {
+		if h == nil || name != c.Runtime.DefaultRuntime {
 			continue
 		}
 		t.table("crio.runtime.runtimes."+quoteKey(name), "Runtime handler "+fmt.Sprintf("%q", name)+".")
