@@ -135,6 +135,9 @@ cmd_check() {
 		elif ! grep -qxF "$m" <<<"$linked"; then echo "  note  $m: $move (module graph only: no binary links it)"
 		else echo "  NOT ALLOWED  $m: $move (linked into the binaries)"; bad=1; fi
 	done < <(diff <(echo "$before") <(echo "$after") | sed -n 's/^[<>] \([^ ]*\).*/\1/p' | LC_ALL=C sort -u)
+	local unformatted
+	unformatted=$(cd "$dir" && gofmt -l $(for p in $(patches); do sed -n 's|^+++ b/\(.*\.go\)$|\1|p' "$p"; done | LC_ALL=C sort -u))
+	if [[ -n $unformatted ]]; then echo "gofmt needed: $unformatted"; bad=1; else echo "gofmt: the changed Go files are formatted"; fi
 	echo "go vet -tags \"$TAGS\" $(touched_packages | tr '\n' ' ')"
 	(cd "$dir" && $GO vet -tags "$TAGS" $(touched_packages)) || bad=1
 	((bad == 0)) || { echo "containerd-check failed" >&2; return 1; }
