@@ -240,12 +240,12 @@ func TestCreateFailingAfterRelayIsUndoneForPlugins(t *testing.T) {
 	}
 }
 
-// TestConcurrentStopsWithRebalancingPlugin stops two running containers at
-// once with the real nri-faulty plugin answering every StopContainer with
-// an update of the other container. Applying that update under the stopped
-// container's lock deadlocks: each stop holds its own container's lock and
-// waits for the other's.
-func TestConcurrentStopsWithRebalancingPlugin(t *testing.T) {
+// nriRig runs the CRI server with NRI as its hooks and the real nri-faulty
+// plugin (named name, with args) on a private socket, pulls the test image
+// and runs a host-network pod. It returns the server, the plugin's log and
+// the pod's ID; everything is torn down when the test ends.
+func nriRig(t *testing.T, name string, args ...string) (*server.Server, string, string) {
+	t.Helper()
 	testenv.SkipShort(t, "runs real containers")
 	testenv.RequireRoot(t, "storage, runc and netns")
 	testenv.RequireFiles(t, oci.DefaultRuntimePath, oci.DefaultMonitorPath, "/bin/busybox")
@@ -254,7 +254,7 @@ func TestConcurrentStopsWithRebalancingPlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	archive := filepath.Join(dir, "busybox.tar")
 	if out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "make-test-image.sh"), archive).CombinedOutput(); err != nil {
 		t.Fatalf("make-test-image: %v %s", err, out)
@@ -267,33 +267,65 @@ func TestConcurrentStopsWithRebalancingPlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Stop()
+	t.Cleanup(srv.Stop)
 	if err := n.Start(srv); err != nil {
 		t.Fatal(err)
 	}
-	defer n.Stop()
-	logf := faultyPlugin(t, sock, "rebalancer", "--update-others-on-stop")
+	t.Cleanup(n.Stop)
+	logf := faultyPlugin(t, sock, name, args...)
 
 	ctx := context.Background()
 	if _, err := srv.PullImage(ctx, &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "oci-archive:" + archive}}); err != nil {
 		t.Fatal(err)
 	}
 	pod, err := srv.RunPodSandbox(ctx, &runtimeapi.RunPodSandboxRequest{Config: &runtimeapi.PodSandboxConfig{
-		Metadata: &runtimeapi.PodSandboxMetadata{Name: "stops", Namespace: "ns", Uid: "stops-uid"},
+		Metadata: &runtimeapi.PodSandboxMetadata{Name: "rig", Namespace: "ns", Uid: "rig-uid"},
 		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
 			NamespaceOptions: &runtimeapi.NamespaceOption{Network: runtimeapi.NamespaceMode_NODE}}},
 	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		_, _ = srv.StopPodSandbox(context.Background(), &runtimeapi.StopPodSandboxRequest{PodSandboxId: pod.PodSandboxId})
 		_, _ = srv.RemovePodSandbox(context.Background(), &runtimeapi.RemovePodSandboxRequest{PodSandboxId: pod.PodSandboxId})
-	}()
+	})
+	return srv, logf, pod.PodSandboxId
+}
+
+// TestRuntimeCreateFailureIsUndoneForPlugins: through the real server, a
+// container whose runc create fails after the NRI relay (its binary is
+// missing) is sent StopContainer and RemoveContainer, which the real
+// nri-faulty plugin logs; the server keeps no trace of it.
+func TestRuntimeCreateFailureIsUndoneForPlugins(t *testing.T) {
+	srv, logf, podID := nriRig(t, "faulty")
+	ctx := context.Background()
+	_, err := srv.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: &runtimeapi.ContainerConfig{
+		Metadata: &runtimeapi.ContainerMetadata{Name: "nobinary"},
+		Image:    &runtimeapi.ImageSpec{Image: "localhost/busybox:latest"}, Command: []string{"/nonexistent/nrigate-binary"},
+	}})
+	if err == nil {
+		t.Fatal("create with a missing binary succeeded")
+	}
+	pod := "pod=ns/rig uid=rig-uid container=nobinary"
+	waitLog(t, logf, "acted CreateContainer "+pod, "acted StopContainer "+pod, "acted RemoveContainer "+pod)
+	if l, _ := srv.ListContainers(ctx, &runtimeapi.ListContainersRequest{}); len(l.GetContainers()) != 0 {
+		t.Errorf("failed create left containers %v", l.GetContainers())
+	}
+}
+
+// TestConcurrentStopsWithRebalancingPlugin stops two running containers at
+// once with the real nri-faulty plugin answering every StopContainer with
+// an update of the other container. Applying that update under the stopped
+// container's lock deadlocks: each stop holds its own container's lock and
+// waits for the other's.
+func TestConcurrentStopsWithRebalancingPlugin(t *testing.T) {
+	srv, logf, podID := nriRig(t, "rebalancer", "--update-others-on-stop")
+	ctx := context.Background()
 	for round := 0; round < 2; round++ {
 		var ids []string
 		for _, name := range []string{"a", "b"} {
-			r, err := srv.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: pod.PodSandboxId, Config: &runtimeapi.ContainerConfig{
+			r, err := srv.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, Config: &runtimeapi.ContainerConfig{
 				Metadata: &runtimeapi.ContainerMetadata{Name: fmt.Sprintf("%s%d", name, round)},
 				Image:    &runtimeapi.ImageSpec{Image: "localhost/busybox:latest"}, Command: []string{"sleep", "1000"},
 			}})
