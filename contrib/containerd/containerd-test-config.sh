@@ -24,7 +24,7 @@
 # NRI_PLUGIN_REGISTRATION_TIMEOUT (5s), RUNC_ROOT, CNI_CONF_DIR (a conflist
 # is written there unless it already holds one), CNI_BRIDGE, CNI_SUBNET,
 # PAUSE_IMAGE (registry.k8s.io/pause:3.10.2), RUNC (command -v runc),
-# LOG_LEVEL (info).
+# LOG_LEVEL (info), METRICS_ADDRESS (host:port of /v1/metrics; none by default).
 #
 # Prints the paths it chose as KEY=VALUE lines (CRI_SOCK, NRI_SOCK,
 # RUNC_ROOT, CNI_CONF_DIR, CNI_BRIDGE, CONFIG) so a caller can eval them.
@@ -48,6 +48,7 @@ CNI_SUBNET=${CNI_SUBNET:-10.$((150 + RANDOM % 50)).$((RANDOM % 256)).0/24}
 PAUSE_IMAGE=${PAUSE_IMAGE:-registry.k8s.io/pause:3.10.2}
 RUNC=${RUNC:-$(command -v runc || echo /usr/sbin/runc)}
 LOG_LEVEL=${LOG_LEVEL:-info}
+METRICS_ADDRESS=${METRICS_ADDRESS:-}
 
 mkdir -p "$NRI_PLUGIN_DIR" "$NRI_PLUGIN_CONFIG_DIR" "$CNI_CONF_DIR" "$RUNC_ROOT"
 if ! compgen -G "$CNI_CONF_DIR/*.conflist" >/dev/null; then
@@ -72,6 +73,9 @@ cat >"$dir/config.toml" <<-TOML
 
 	[debug]
 	  level = "$LOG_LEVEL"
+
+	[metrics]
+	  address = "$METRICS_ADDRESS"
 
 	[plugins."io.containerd.shim.v1.manager"]
 	  socket_dir = "$dir/shims"
