@@ -73,8 +73,7 @@ tap_status() {
 	*"# skip"*)
 		local r=${line#*# skip}
 		r=${r# }
-		r=${r#(}
-		r=${r%)}
+		[[ $r == "("*")" ]] && { r=${r#(}; r=${r%)}; }
 		if [[ $r == "not applicable on"* ]]; then echo "n/a: ${r#*: }"; else echo "skip: $r"; fi
 		;;
 	"not ok"*) echo FAIL ;;
