@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nrigate/nrigate/internal/testenv"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"google.golang.org/grpc"
@@ -34,23 +35,23 @@ var (
 
 var _ = BeforeSuite(func() {
 	if os.Getuid() != 0 {
-		Skip("needs root")
+		prereqSkip("needs root")
 	}
 	root, err := filepath.Abs("../..")
 	Expect(err).NotTo(HaveOccurred())
 	repoRoot = root
 	for _, b := range []string{"bin/nrigate", "bin/nri-faulty"} {
 		if _, err := os.Stat(filepath.Join(repoRoot, b)); err != nil {
-			Skip(b + " not built (run make build)")
+			prereqSkip(b + " not built (run make build)")
 		}
 	}
 	for _, c := range []string{"runc", "conmon", "jq"} {
 		if _, err := exec.LookPath(c); err != nil {
-			Skip(c + " not installed")
+			prereqSkip(c + " not installed")
 		}
 	}
 	if _, err := os.Stat("/bin/busybox"); err != nil {
-		Skip("busybox-static not installed")
+		prereqSkip("busybox-static not installed")
 	}
 	dir, err := os.MkdirTemp("", "nrig-e2e")
 	Expect(err).NotTo(HaveOccurred())
@@ -79,6 +80,15 @@ var e2eRuntime = func() string {
 	}
 	return "nrigate"
 }()
+
+// prereqSkip skips for a missing prerequisite; under CI=true it fails
+// instead, so that CI cannot pass by skipping (internal/testenv's rule).
+func prereqSkip(why string) {
+	if testenv.CI() {
+		Fail("CI=true, so this suite may not skip: " + why)
+	}
+	Skip(why)
+}
 
 // requireInTree skips a spec that measures the in-tree daemon itself.
 func requireInTree() {
@@ -188,7 +198,7 @@ func startRealRuntime(extra string) *daemon {
 	out, err := cmd.Output()
 	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 3 {
 		_ = os.RemoveAll(dir)
-		Skip("runtime " + e2eRuntime + " not available (see the log above)")
+		prereqSkip("runtime " + e2eRuntime + " not available (see the log above)")
 	}
 	Expect(err).NotTo(HaveOccurred(), "runtime.sh start %s", e2eRuntime)
 	DeferCleanup(d.cleanup)
