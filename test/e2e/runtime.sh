@@ -24,7 +24,7 @@ skip() {
 
 case $cmd in
 start)
-	require_runtime
+	require_runtime || exit 3
 	: "${TEST_IMAGE:?TEST_IMAGE (the busybox OCI archive) must be set}"
 	start_runtime "$(cat "${3:-/dev/null}")" || { tail -30 "$TESTDIR/daemon.log" >&2; exit 1; }
 	{
