@@ -40,7 +40,7 @@ done
 [[ -x $NRIGATE_BINARY && -x $NRI_FAULTY_BINARY ]] || { echo "demo: run make build first" >&2; exit 2; }
 # require_runtime skips in the suites; here a missing runtime is exit 2.
 skip() { echo "demo: $*" >&2; exit 2; }
-require_runtime
+require_runtime || exit 2
 unset -f skip
 
 cleanup() {

@@ -333,24 +333,24 @@ CONTAINERD_PAUSE_IMAGE=registry.k8s.io/pause:3.10.2
 # helpers are there; sets nothing.
 require_runtime() {
 	case $RUNTIME in
-	nrigate) require_binary && require_cmd conmon runc ;;
+	nrigate) require_binary && require_cmd conmon runc || return ;;
 	crio)
-		require_cmd conmon runc
+		require_cmd conmon runc || return
 		[[ -x $RUNTIME_BINDIR/crio && -x $RUNTIME_BINDIR/pinns ]] ||
-			ci_skip "RUNTIME=crio: $RUNTIME_BINDIR/crio and pinns not built (run make crio)"
+			{ ci_skip "RUNTIME=crio: $RUNTIME_BINDIR/crio and pinns not built (run make crio)"; return 1; }
 		[[ -n $(crio_import_tool) ]] ||
-			ci_skip "RUNTIME=crio: no image import tool in $RUNTIME_BINDIR (run make crio)"
-		[[ -d /usr/lib/cni ]] || ci_skip "RUNTIME=crio: containernetworking-plugins not installed"
+			{ ci_skip "RUNTIME=crio: no image import tool in $RUNTIME_BINDIR (run make crio)"; return 1; }
+		[[ -d /usr/lib/cni ]] || { ci_skip "RUNTIME=crio: containernetworking-plugins not installed"; return 1; }
 		;;
 	containerd)
-		require_cmd runc
+		require_cmd runc || return
 		local b
 		for b in containerd containerd-shim-runc-v2 ctr; do
-			[[ -x $RUNTIME_BINDIR/$b ]] || ci_skip "RUNTIME=containerd: $RUNTIME_BINDIR/$b not built (run make containerd)"
+			[[ -x $RUNTIME_BINDIR/$b ]] || { ci_skip "RUNTIME=containerd: $RUNTIME_BINDIR/$b not built (run make containerd)"; return 1; }
 		done
-		[[ -d /usr/lib/cni ]] || ci_skip "RUNTIME=containerd: containernetworking-plugins not installed"
+		[[ -d /usr/lib/cni ]] || { ci_skip "RUNTIME=containerd: containernetworking-plugins not installed"; return 1; }
 		;;
-	*) ci_skip "RUNTIME=$RUNTIME unknown (nrigate, crio or containerd)" ;;
+	*) { ci_skip "RUNTIME=$RUNTIME unknown (nrigate, crio or containerd)"; return 1; } ;;
 	esac
 }
 
