@@ -36,6 +36,8 @@ parity: build $(CRIO_BUILD) $(CONTAINERD_BUILD)
 # bench-runtimes: bin/nrigate-bench on the three runtimes side by side
 # (docs/performance.md); make bench runs it after the in-tree benchmark.
 RUNTIME_BENCH_FLAGS ?= -n 200 -rounds 3 -reps 10
+BENCH_RUNTIMES ?= nrigate$(if $(CRIO_BUILD),$(comma)crio)$(if $(CONTAINERD_BUILD),$(comma)containerd)
+comma := ,
 bench-runtimes: build $(CRIO_BUILD) $(CONTAINERD_BUILD)
-	./bin/nrigate-bench -runtimes nrigate,crio,containerd $(RUNTIME_BENCH_FLAGS)
+	./bin/nrigate-bench -runtimes $(BENCH_RUNTIMES) $(RUNTIME_BENCH_FLAGS)
 bench: bench-runtimes
