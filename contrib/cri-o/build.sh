@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# contrib/cri-o/build.sh: CRI-O v1.36.3 with nrigate's patch series.
+#
+#   build.sh build   build/cri-o/src, then bin/crio, bin/pinns and
+#                    bin/crio-copyimg (CRI-O's test/copyimg, the image import
+#                    helper of the suites); skipped when the stamp, a hash of
+#                    every input, is unchanged
+#   build.sh check   the series applies cleanly to a fresh copy, gofmt and
+#                    go vet on the packages it touches, go.mod changes only
+#                    the allowed modules
+#   build.sh unit    CRI-O's own unit tests of the touched packages, -race
+#   build.sh nritest bin/crio-nri.test: CRI-O's own NRI suite (test/nri)
+#
+# The pristine source is the released module (go mod download); the replace
+# of github.com/nrigate/nrigate/pkg/nripolicy by this checkout's
+# pkg/nripolicy is added here, not by a patch.
+set -euo pipefail
+
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+HERE=$REPO/contrib/cri-o
+VERSION=${CRIO_VERSION:-v1.36.3}
+MOD=github.com/cri-o/cri-o
+POLICY_MOD=github.com/nrigate/nrigate/pkg/nripolicy
+OUT=$REPO/build/cri-o
+BIN=${CRIO_BINDIR:-$REPO/bin}
+TAGS="exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp"
+export GOFLAGS="-mod=mod -buildvcs=false"
+GO=${GO:-go}
+
+# Modules whose require lines the series may change: NRI, the policy module,
+# and what NRI v0.12.5 itself requires at higher minimums (minimal version
+# selection moves them with it).
+ALLOWED_MODULES="github.com/containerd/nri $POLICY_MOD github.com/stretchr/testify github.com/tetratelabs/wazero go.yaml.in/yaml/v3"
+
+patches() { ls "$HERE"/patches/*.patch 2>/dev/null | LC_ALL=C sort; }
+
+inputs_hash() {
+	{
+		echo "$VERSION $TAGS"
+		cat "$HERE/crio.mk" "$HERE/build.sh"
+		for p in $(patches); do cat "$p"; done
+		(cd "$REPO/pkg/nripolicy" && find . -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) ! -name '*_test.go' | LC_ALL=C sort | xargs sha256sum)
+	} | sha256sum | cut -d' ' -f1
+}
+
+pristine() {
+	local dir
+	dir=$(cd /tmp && GOFLAGS= $GO mod download -json "$MOD@$VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+	[[ -d $dir ]] || { echo "go mod download $MOD@$VERSION gave no directory" >&2; return 1; }
+	echo "$dir"
+}
+
+# prepare DIR: a fresh copy of the pristine tree (a git repository of its
+# own, so git apply takes the patch paths relative to it), the series
+# applied, the replace added.
+prepare() {
+	local dst=$1 src p
+	src=$(pristine)
+	rm -rf "$dst"
+	mkdir -p "$(dirname "$dst")"
+	cp -r "$src" "$dst"
+	chmod -R u+w "$dst"
+	(cd "$dst" && git init -q && git add -A && git -c user.name=build -c user.email=build@localhost commit -q -m "cri-o $VERSION")
+	for p in $(patches); do
+		(cd "$dst" && git apply --check "$p" && git apply "$p") ||
+			{ echo "patch $(basename "$p") does not apply to CRI-O $VERSION" >&2; return 1; }
+	done
+	(cd "$dst" && git diff --quiet) && { echo "the patch series changed nothing" >&2; return 1; }
+	(cd "$dst" && $GO mod edit -replace "$POLICY_MOD=$REPO/pkg/nripolicy")
+}
+
+touched_packages() {
+	local p
+	for p in $(patches); do sed -n 's|^+++ b/\(.*\.go\)$|\1|p' "$p"; done |
+		xargs -r -n1 dirname | LC_ALL=C sort -u | sed 's|^|./|'
+}
+
+cmd_build() {
+	local hash start
+	hash=$(inputs_hash)
+	if [[ -f $OUT/stamp && $(cat "$OUT/stamp") == "$hash" && -x $BIN/crio && -x $BIN/pinns && -x $BIN/crio-copyimg ]]; then
+		echo "CRI-O $VERSION (patched) is up to date in $BIN"
+		return
+	fi
+	start=$SECONDS
+	rm -f "$OUT/stamp"
+	prepare "$OUT/src"
+	mkdir -p "$BIN"
+	echo "building CRI-O $VERSION with $(patches | wc -l) patches"
+	(cd "$OUT/src" && $GO build -tags "$TAGS" -o "$BIN/crio" ./cmd/crio)
+	(cd "$OUT/src" && $GO build -tags "$TAGS" -o "$BIN/crio-copyimg" ./test/copyimg)
+	make -s -C "$OUT/src/pinns" >/dev/null
+	cp "$OUT/src/bin/pinns" "$BIN/pinns"
+	echo "$hash" >"$OUT/stamp"
+	echo "built bin/crio bin/pinns bin/crio-copyimg in $((SECONDS - start))s"
+}
+
+cmd_nritest() {
+	cmd_build
+	(cd "$OUT/src" && $GO test -c -tags "$TAGS" -o "$BIN/crio-nri.test" ./test/nri)
+	echo "built bin/crio-nri.test"
+}
+
+require_lines() {
+	awk '/^require \(/{r=1; next} r && /^\)/{r=0; next} r {print $1, $2} /^require [^(]/{print $2, $3}' "$1" | LC_ALL=C sort
+}
+
+allowed() {
+	local m
+	for m in $ALLOWED_MODULES; do [[ $1 == "$m" ]] && return 0; done
+	return 1
+}
+
+cmd_check() {
+	local dir=$OUT/check src bad=0 m unformatted
+	src=$(pristine)
+	echo "applying $(patches | wc -l) patches to a fresh copy of CRI-O $VERSION"
+	prepare "$dir"
+	echo "go.mod: require lines the series changes"
+	while read -r m; do
+		[[ -n $m ]] || continue
+		if allowed "$m"; then echo "  ok  $m"; else echo "  NOT ALLOWED  $m"; bad=1; fi
+	done < <(diff <(require_lines "$src/go.mod") <(require_lines "$dir/go.mod") |
+		sed -n 's/^[<>] \([^ ]*\) .*/\1/p' | LC_ALL=C sort -u)
+	local gofiles
+	gofiles=$(for p in $(patches); do sed -n 's|^+++ b/\(.*\.go\)$|\1|p' "$p"; done | LC_ALL=C sort -u)
+	unformatted=
+	[[ -z $gofiles ]] || unformatted=$(cd "$dir" && gofmt -l $gofiles)
+	if [[ -n $unformatted ]]; then echo "gofmt needed: $unformatted"; bad=1; else echo "gofmt: the changed Go files are formatted"; fi
+	if [[ -n $(touched_packages) ]]; then
+		echo "go vet -tags \"$TAGS\" $(touched_packages | tr '\n' ' ')"
+		(cd "$dir" && $GO vet -tags "$TAGS" $(touched_packages)) || bad=1
+	fi
+	((bad == 0)) || { echo "crio-check failed" >&2; return 1; }
+	echo "crio-check ok"
+}
+
+cmd_unit() {
+	local dir=$OUT/src pkgs start
+	cmd_build
+	pkgs=$(touched_packages)
+	[[ -n $pkgs ]] || { echo "the series touches no Go package"; return; }
+	start=$SECONDS
+	echo "go test -race -count=1 -tags \"$TAGS\" $(tr '\n' ' ' <<<"$pkgs")"
+	(cd "$dir" && $GO test -race -count=1 -tags "$TAGS" $pkgs)
+	echo "CRI-O unit tests of the touched packages passed in $((SECONDS - start))s"
+}
+
+case ${1:-build} in
+build) cmd_build ;;
+check) cmd_check ;;
+unit) cmd_unit ;;
+nritest) cmd_nritest ;;
+packages) touched_packages ;;
+*) echo "usage: $0 build|check|unit|nritest|packages" >&2; exit 2 ;;
+esac

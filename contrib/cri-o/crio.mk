@@ -1,0 +1,31 @@
+# contrib/cri-o/crio.mk: real CRI-O v1.36.3 with nrigate's patch series
+# (contrib/cri-o/patches), included by the top Makefile.
+#
+#   make crio         bin/crio, bin/pinns, bin/crio-copyimg (rebuilt only when
+#                     a patch, this file, build.sh or pkg/nripolicy changed:
+#                     build/cri-o/stamp)
+#   make crio-check   the series applies cleanly to a fresh copy, gofmt and
+#                     go vet on the packages it touches, go.mod moves only the
+#                     allowed modules
+#   make test-crio    crio-check, CRI-O's unit tests of the touched packages
+#                     (-race), CRI-O's own NRI suite (no policy; a policy that
+#                     excludes its pods) and contrib/cri-o/test/*.bats
+#   make     patched CRI-O in the foreground on /var/run/crio/crio.sock
+#                     with the sample policy (make run)
+#
+# See contrib/cri-o/README.md and docs/cri-o.md.
+
+.PHONY: crio crio-check crio-unit test-crio
+
+crio:
+	bash contrib/cri-o/build.sh build
+
+crio-check:
+	bash contrib/cri-o/build.sh check
+
+crio-unit: crio
+	bash contrib/cri-o/build.sh unit
+
+test-crio: install-deps build crio crio-check crio-unit
+
+RUNTIME_TESTS += test-crio
