@@ -225,8 +225,10 @@ ctr_config() {
 	for a in "$@"; do
 		cmd=$(jq -c --arg a "$a" '. + [$a]' <<<"$cmd")
 	done
+	# The label is kubelet's: CRI-O names the container to NRI by it.
 	jq -n --arg n "$name" --argjson cmd "$cmd" '{
-		metadata: {name: $n}, image: {image: "localhost/busybox:latest"},
+		metadata: {name: $n}, labels: {"io.kubernetes.container.name": $n},
+		image: {image: "localhost/busybox:latest"},
 		command: $cmd, log_path: ($n + ".log"),
 		linux: {security_context: {namespace_options: {pid: 1}}}
 	}' >"$TESTDIR/$name-ctr.json"
