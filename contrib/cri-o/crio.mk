@@ -15,7 +15,7 @@
 #
 # See contrib/cri-o/README.md and docs/cri-o.md.
 
-.PHONY: crio crio-check crio-unit test-crio
+.PHONY: crio crio-check crio-unit crio-nri-suite test-crio
 
 crio:
 	bash contrib/cri-o/build.sh build
@@ -26,6 +26,10 @@ crio-check:
 crio-unit: crio
 	bash contrib/cri-o/build.sh unit
 
-test-crio: install-deps build crio crio-check crio-unit
+crio-nri-suite: crio
+	bash contrib/cri-o/build.sh nritest
+	bash contrib/cri-o/nri-suite.sh
+
+test-crio: install-deps build crio crio-check crio-unit crio-nri-suite
 
 RUNTIME_TESTS += test-crio
