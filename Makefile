@@ -36,7 +36,7 @@ RUNTIME_TESTS :=
 -include contrib/containerd/containerd.mk
 -include test/runtimes.mk
 
-.PHONY: all build test test-go test-unit test-integration test-bats bench fuzz lint install-deps run demo clean
+.PHONY: all build test test-go test-unit test-integration test-bats bench fuzz lint install-deps run run-nrigate demo clean
 
 all: build
 
@@ -125,9 +125,12 @@ install-deps:
 		GOFLAGS=-mod=mod $(GO) install sigs.k8s.io/cri-tools/cmd/crictl@$(CRICTL_VERSION); \
 	}
 
-# run starts the daemon in the foreground with the sample policy of
-# contrib/demo (plugin nri-faulty required, fail-closed).
-run: install-deps build
+# run starts patched CRI-O (contrib/cri-o/crio.mk's run-crio) in the
+# foreground with the sample policy of contrib/demo (plugin nri-faulty
+# required, fail-closed); run-nrigate does the same with the in-tree daemon.
+run: run-crio
+
+run-nrigate: install-deps build
 	./hack/make-test-image.sh bin/busybox.tar
 	@echo "nrigate starts in the foreground with contrib/demo/crio.conf.d/ (nri-faulty required, fail, 3s wait, namespace system exempt)."
 	@echo "In another shell, as root:"

@@ -15,7 +15,7 @@
 #
 # See contrib/cri-o/README.md and docs/cri-o.md.
 
-.PHONY: crio crio-check crio-unit crio-nri-suite test-crio
+.PHONY: crio crio-check crio-unit crio-nri-suite test-crio run-crio
 
 crio:
 	bash contrib/cri-o/build.sh build
@@ -31,5 +31,8 @@ crio-nri-suite: crio
 	bash contrib/cri-o/nri-suite.sh
 
 test-crio: install-deps build crio crio-check crio-unit crio-nri-suite
+
+run-crio: install-deps build crio
+	bash contrib/cri-o/run.sh
 
 RUNTIME_TESTS += test-crio
