@@ -140,14 +140,26 @@ cmd_check() {
 	echo "crio-check ok"
 }
 
+# Unit tests of every package the series touches, under -race. CRI-O's
+# server package is not race-clean upstream (v1.36.3's streaming server and
+# container_events_test.go race under -race, unpatched too), so it runs
+# without -race, skipping the specs that need what this machine lacks
+# (SERVER_SKIP: checkpoint restore from an archive, a shared / mount).
+SERVER_SKIP=${CRIO_SERVER_SKIP:-ContainerRestore from archive into new pod}
+SERVER_TEST_SKIP=${CRIO_SERVER_TEST_SKIP:-TestAddOCIBindsRROMountsError}
 cmd_unit() {
-	local dir=$OUT/src pkgs start
+	local dir=$OUT/src pkgs start race=() p
 	cmd_build
 	pkgs=$(touched_packages)
 	[[ -n $pkgs ]] || { echo "the series touches no Go package"; return; }
 	start=$SECONDS
-	echo "go test -race -count=1 -tags \"$TESTTAGS\" $(tr '\n' ' ' <<<"$pkgs")"
-	(cd "$dir" && $GO test -race -count=1 -tags "$TESTTAGS" $pkgs)
+	for p in $pkgs; do [[ $p == ./server ]] || race+=("$p"); done
+	echo "go test -race -count=1 -tags \"$TESTTAGS\" ${race[*]}"
+	(cd "$dir" && $GO test -race -count=1 -tags "$TESTTAGS" "${race[@]}")
+	if grep -qx ./server <<<"$pkgs"; then
+		echo "go test -count=1 -tags \"$TESTTAGS\" ./server -skip '$SERVER_TEST_SKIP' -ginkgo.skip '$SERVER_SKIP'"
+		(cd "$dir" && $GO test -count=1 -tags "$TESTTAGS" ./server -skip "$SERVER_TEST_SKIP" -ginkgo.skip "$SERVER_SKIP")
+	fi
 	echo "CRI-O unit tests of the touched packages passed in $((SECONDS - start))s"
 }
 
