@@ -732,6 +732,12 @@ containerd_import_images() {
 cleanup_real_runtime() {
 	[[ -n ${TESTDIR:-} && -d $TESTDIR ]] || return 0
 	if [[ -n ${DAEMON_PID:-} ]]; then
+		# Stop running containers without a grace period first: sleep as
+		# PID 1 ignores SIGTERM, and CRI-O's forced pod removal waits ~28s.
+		local c
+		for c in $(crictl_cmd ps -q 2>/dev/null); do
+			crictl_cmd stop -t 0 "$c" >/dev/null 2>&1 || true
+		done
 		crictl_cmd rmp -fa >/dev/null 2>&1 || true
 		kill -TERM "$DAEMON_PID" 2>/dev/null || true
 		local i
