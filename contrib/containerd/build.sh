@@ -29,52 +29,10 @@ GO=${GO:-go}
 # moves is reported by check.
 ALLOWED_MODULES="github.com/containerd/nri $POLICY_MOD"
 
-patches() { ls "$HERE"/patches/*.patch 2>/dev/null | sort; }
-
-# inputs_hash: the series, the build recipe and the policy module's sources.
-inputs_hash() {
-	{
-		echo "$VERSION $TAGS"
-		cat "$HERE/containerd.mk" "$HERE/build.sh"
-		for p in $(patches); do cat "$p"; done
-		(cd "$REPO/pkg/nripolicy" && find . -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) ! -name '*_test.go' | LC_ALL=C sort | xargs sha256sum)
-	} | sha256sum | cut -d' ' -f1
-}
-
-# pristine: the released module's directory in the module cache.
-pristine() {
-	local dir
-	dir=$(cd /tmp && GOFLAGS= $GO mod download -json "$MOD@$VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-	[[ -d $dir ]] || { echo "go mod download $MOD@$VERSION gave no directory" >&2; return 1; }
-	echo "$dir"
-}
-
-# prepare DIR: a fresh copy of the pristine tree with the series applied
-# and the replace added.
-prepare() {
-	local dst=$1 src p
-	src=$(pristine)
-	rm -rf "$dst"
-	mkdir -p "$(dirname "$dst")"
-	cp -r "$src" "$dst"
-	chmod -R u+w "$dst"
-	# A repository of its own: git apply inside this checkout's work tree
-	# would take paths relative to it and silently skip the patches.
-	(cd "$dst" && git init -q && git add -A && git -c user.name=build -c user.email=build@localhost commit -q -m "containerd $VERSION")
-	for p in $(patches); do
-		(cd "$dst" && git apply --check "$p" && git apply "$p") ||
-			{ echo "patch $(basename "$p") does not apply to containerd $VERSION" >&2; return 1; }
-	done
-	(cd "$dst" && git diff --quiet) && { echo "the patch series changed nothing" >&2; return 1; }
-	(cd "$dst" && $GO mod edit -replace "$POLICY_MOD=$REPO/pkg/nripolicy")
-}
-
-# touched_packages: the Go packages the series changes (./dir form).
-touched_packages() {
-	local p
-	for p in $(patches); do sed -n 's|^+++ b/\(.*\.go\)$|\1|p' "$p"; done |
-		xargs -r -n1 dirname | LC_ALL=C sort -u | sed 's|^|./|'
-}
+MK=containerd.mk
+LABEL=containerd
+# shellcheck source=../../hack/lib/upstream-series.sh
+. "$REPO/hack/lib/upstream-series.sh"
 
 cmd_build() {
 	local hash start

@@ -34,48 +34,10 @@ GO=${GO:-go}
 # selection moves them with it).
 ALLOWED_MODULES="github.com/containerd/nri $POLICY_MOD github.com/stretchr/testify github.com/tetratelabs/wazero go.yaml.in/yaml/v3"
 
-patches() { ls "$HERE"/patches/*.patch 2>/dev/null | LC_ALL=C sort; }
-
-inputs_hash() {
-	{
-		echo "$VERSION $TAGS"
-		cat "$HERE/crio.mk" "$HERE/build.sh"
-		for p in $(patches); do cat "$p"; done
-		(cd "$REPO/pkg/nripolicy" && find . -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) ! -name '*_test.go' | LC_ALL=C sort | xargs sha256sum)
-	} | sha256sum | cut -d' ' -f1
-}
-
-pristine() {
-	local dir
-	dir=$(cd /tmp && GOFLAGS= $GO mod download -json "$MOD@$VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-	[[ -d $dir ]] || { echo "go mod download $MOD@$VERSION gave no directory" >&2; return 1; }
-	echo "$dir"
-}
-
-# prepare DIR: a fresh copy of the pristine tree (a git repository of its
-# own, so git apply takes the patch paths relative to it), the series
-# applied, the replace added.
-prepare() {
-	local dst=$1 src p
-	src=$(pristine)
-	rm -rf "$dst"
-	mkdir -p "$(dirname "$dst")"
-	cp -r "$src" "$dst"
-	chmod -R u+w "$dst"
-	(cd "$dst" && git init -q && git add -A && git -c user.name=build -c user.email=build@localhost commit -q -m "cri-o $VERSION")
-	for p in $(patches); do
-		(cd "$dst" && git apply --check "$p" && git apply "$p") ||
-			{ echo "patch $(basename "$p") does not apply to CRI-O $VERSION" >&2; return 1; }
-	done
-	(cd "$dst" && git diff --quiet) && { echo "the patch series changed nothing" >&2; return 1; }
-	(cd "$dst" && $GO mod edit -replace "$POLICY_MOD=$REPO/pkg/nripolicy")
-}
-
-touched_packages() {
-	local p
-	for p in $(patches); do sed -n 's|^+++ b/\(.*\.go\)$|\1|p' "$p"; done |
-		xargs -r -n1 dirname | LC_ALL=C sort -u | sed 's|^|./|'
-}
+MK=crio.mk
+LABEL=CRI-O
+# shellcheck source=../../hack/lib/upstream-series.sh
+. "$REPO/hack/lib/upstream-series.sh"
 
 cmd_build() {
 	local hash start
