@@ -51,17 +51,6 @@ cmd_build() {
 	echo "built bin/containerd bin/containerd-shim-runc-v2 bin/ctr in $((SECONDS - start))s"
 }
 
-# require_lines GO.MOD: "module version" of every require line.
-require_lines() {
-	awk '/^require \(/{r=1; next} r && /^\)/{r=0; next} r {print $1, $2} /^require [^(]/{print $2, $3}' "$1" | LC_ALL=C sort
-}
-
-allowed() {
-	local m
-	for m in $ALLOWED_MODULES; do [[ $1 == "$m" ]] && return 0; done
-	return 1
-}
-
 cmd_check() {
 	local dir=$OUT/check src bad=0 m
 	src=$(pristine)

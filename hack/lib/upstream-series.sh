@@ -8,6 +8,7 @@
 #   MOD VERSION the released Go module and its version
 #   POLICY_MOD  the policy module's path, replaced by this checkout's copy
 #   TAGS GO     build tags and the go command
+#   ALLOWED_MODULES the modules whose go.mod require lines the series may change
 
 # patches: the series, in order.
 patches() { ls "$HERE"/patches/*.patch 2>/dev/null | LC_ALL=C sort; }
@@ -55,4 +56,16 @@ touched_packages() {
 	local p
 	for p in $(patches); do sed -n 's|^+++ b/\(.*\.go\)$|\1|p' "$p"; done |
 		xargs -r -n1 dirname | LC_ALL=C sort -u | sed 's|^|./|'
+}
+
+# require_lines GO.MOD: "module version" of every require line.
+require_lines() {
+	awk '/^require \(/{r=1; next} r && /^\)/{r=0; next} r {print $1, $2} /^require [^(]/{print $2, $3}' "$1" | LC_ALL=C sort
+}
+
+# allowed MODULE: whether the series may change MODULE's require line.
+allowed() {
+	local m
+	for m in $ALLOWED_MODULES; do [[ $1 == "$m" ]] && return 0; done
+	return 1
 }
