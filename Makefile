@@ -101,7 +101,7 @@ fuzz:
 
 # bench runs the Go benchmarks, then the end-to-end benchmark of
 # cmd/nrigate-bench (needs root, runc and conmon; docs/performance.md).
-BENCH_FLAGS ?= -n 200 -rounds 3 -reps 20
+BENCH_FLAGS ?= -n 300 -rounds 11 -reps 20
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -tags "$(BUILDTAGS)" ./...
 	cd $(POLICY_MOD) && $(GO) test -run '^$$' -bench . -benchmem ./...

@@ -35,7 +35,7 @@ parity: build $(CRIO_BUILD) $(CONTAINERD_BUILD)
 
 # bench-runtimes: bin/nrigate-bench on the three runtimes side by side
 # (docs/performance.md); make bench runs it after the in-tree benchmark.
-RUNTIME_BENCH_FLAGS ?= -n 200 -rounds 3 -reps 10
+RUNTIME_BENCH_FLAGS ?= -n 300 -rounds 11 -reps 10
 BENCH_RUNTIMES ?= nrigate$(if $(CRIO_BUILD),$(comma)crio)$(if $(CONTAINERD_BUILD),$(comma)containerd)
 comma := ,
 bench-runtimes: build $(CRIO_BUILD) $(CONTAINERD_BUILD)

@@ -9,7 +9,11 @@
 // -workers clients, and prints containers/second, p50/p99 create latency
 // and the ratios (c)/(b) and (b)/(a). The three configurations run in
 // -rounds interleaved rounds so that load changes on a shared machine hit
-// all of them alike; the summary takes the median round.
+// all of them alike. (c) is compared with (b) round by round: the median of
+// the per-round throughput ratios and the ratio of the p99s over all
+// creates, each with a 95 % interval from resampling whole rounds, and a
+// verdict against the targets (met, missed, or unsettled: more rounds
+// needed).
 //
 // It then measures the registration_wait release: with the required plugin
 // absent a create waits; the plugin is started and the time from its
@@ -75,7 +79,7 @@ func main() {
 	flag.StringVar(&o.faulty, "faulty", "bin/nri-faulty", "nri-faulty binary")
 	flag.IntVar(&o.n, "n", 200, "containers created and removed per configuration and round")
 	flag.IntVar(&o.workers, "workers", 4, "concurrent CRI clients")
-	flag.IntVar(&o.rounds, "rounds", 3, "interleaved rounds of the three configurations")
+	flag.IntVar(&o.rounds, "rounds", 11, "interleaved rounds of the three configurations")
 	flag.IntVar(&o.reps, "reps", 20, "registration_wait release repetitions (0 skips)")
 	flag.StringVar(&o.runtimes, "runtimes", "nrigate", "comma-separated runtimes to measure: nrigate, crio, containerd")
 	flag.StringVar(&o.bindir, "bindir", "bin", "directory of the patched crio, pinns, containerd, shim and ctr binaries")
@@ -109,30 +113,44 @@ func run(o options) error {
 	type summary struct {
 		runtime string
 		med     []result
+		cmp     comparison
 	}
 	var all []summary
 	for _, rt := range strings.Split(o.runtimes, ",") {
 		o.runtime = strings.TrimSpace(rt)
-		med, err := runOne(o)
+		med, cmp, err := runOne(o)
 		if err != nil {
 			return fmt.Errorf("%s: %w", o.runtime, err)
 		}
-		all = append(all, summary{o.runtime, med})
+		all = append(all, summary{o.runtime, med, cmp})
 	}
-	fmt.Println("\nside by side (throughput of the median round, p99 over all rounds; (c) required ok plugin vs (b) same plugin not required):")
-	fmt.Printf("  %-11s %12s %12s %10s %12s %12s %10s\n", "runtime", "(b) ctr/s", "(c) ctr/s", "ratio", "(b) p99 ms", "(c) p99 ms", "p99 ratio")
+	fmt.Printf("\nside by side, %d rounds of %d creates; (c) required ok plugin vs (b) same plugin not required\n", o.rounds, o.n)
+	fmt.Println("(ctr/s of the median round; ratio = median of per-round (c)/(b); p99 over all creates; [95 % interval over rounds]):")
+	fmt.Printf("  %-11s %10s %10s %22s %11s %11s %22s\n", "runtime", "(b) ctr/s", "(c) ctr/s", "throughput ratio", "(b) p99 ms", "(c) p99 ms", "p99 ratio")
 	for _, a := range all {
-		b, c := a.med[1], a.med[2]
-		fmt.Printf("  %-11s %12.1f %12.1f %10.3f %12.2f %12.2f %10.3f\n", a.runtime, b.rate, c.rate, c.rate/b.rate,
-			ms(b.p99), ms(c.p99), ms(c.p99)/ms(b.p99))
+		b, c, k := a.med[1], a.med[2], a.cmp
+		fmt.Printf("  %-11s %10.1f %10.1f %22s %11.2f %11.2f %22s\n", a.runtime, b.rate, c.rate,
+			fmt.Sprintf("%.3f [%.3f, %.3f]", k.rate, k.rateLo, k.rateHi), ms(b.p99), ms(c.p99),
+			fmt.Sprintf("%.3f [%.3f, %.3f]", k.p99, k.p99Lo, k.p99Hi))
 	}
 	fmt.Println("  targets: throughput ratio >= 0.97, p99 ratio <= 1.05")
+	for _, a := range all {
+		fmt.Printf("  %-11s throughput %s, p99 %s\n", a.runtime, verdict(a.cmp.rateLo, a.cmp.rateHi, minThroughputRatio, true),
+			verdict(a.cmp.p99Lo, a.cmp.p99Hi, maxP99Ratio, false))
+	}
 	return nil
 }
 
+// The targets of (c) against (b).
+const (
+	minThroughputRatio = 0.97
+	maxP99Ratio        = 1.05
+)
+
 // runOne measures o.runtime: the three configurations in interleaved
-// rounds, then the registration_wait release. It returns the median rounds.
-func runOne(o options) ([]result, error) {
+// rounds, then the registration_wait release. It returns the median rounds
+// and the comparison of (c) with (b).
+func runOne(o options) ([]result, comparison, error) {
 	fmt.Printf("nrigate-bench: runtime=%s n=%d workers=%d rounds=%d (create+remove, containers not started)\n",
 		o.runtime, o.n, o.workers, o.rounds)
 	results := make([][]result, len(setups))
@@ -142,13 +160,14 @@ func runOne(o options) ([]result, error) {
 			i := (k + r) % len(setups)
 			res, err := benchOne(o, setups[i])
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", setups[i].name, err)
+				return nil, comparison{}, fmt.Errorf("%s: %w", setups[i].name, err)
 			}
 			fmt.Printf("round %d %-22s %7.1f ctr/s  create p50 %6.2f ms  p99 %6.2f ms\n", r+1, setups[i].name,
 				res.rate, ms(res.p50), ms(res.p99))
 			results[i] = append(results[i], res)
 		}
 	}
+	cmp := compare(results[1], results[2], uint64(o.rounds)<<32|uint64(o.n))
 	fmt.Println("median round (throughput), p50/p99 over all rounds:")
 	med := make([]result, len(setups))
 	for i, rs := range results {
@@ -156,6 +175,7 @@ func runOne(o options) ([]result, error) {
 		for _, r := range rs {
 			pooled = append(pooled, r.lats...)
 		}
+		rs = slices.Clone(rs)
 		sort.Slice(rs, func(a, b int) bool { return rs[a].rate < rs[b].rate })
 		med[i] = rs[len(rs)/2]
 		// The median round's throughput; p50/p99 over every round's creates
@@ -163,18 +183,20 @@ func runOne(o options) ([]result, error) {
 		med[i].p50, med[i].p99 = percentiles(pooled)
 		fmt.Printf("  %-22s %7.1f ctr/s  create p50 %6.2f ms  p99 %6.2f ms\n", setups[i].name, med[i].rate, ms(med[i].p50), ms(med[i].p99))
 	}
-	fmt.Printf("throughput (c)/(b) = %.3f (target >= 0.97)   p99 (c)/(b) = %.3f (target <= 1.05)   throughput (b)/(a) = %.3f\n",
-		med[2].rate/med[1].rate, ms(med[2].p99)/ms(med[1].p99), med[1].rate/med[0].rate)
+	fmt.Printf("throughput (c)/(b), median of rounds = %.3f [%.3f, %.3f] (target >= %.2f: %s)\n",
+		cmp.rate, cmp.rateLo, cmp.rateHi, minThroughputRatio, verdict(cmp.rateLo, cmp.rateHi, minThroughputRatio, true))
+	fmt.Printf("p99 (c)/(b) = %.3f [%.3f, %.3f] (target <= %.2f: %s)   throughput (b)/(a) of median rounds = %.3f\n",
+		cmp.p99, cmp.p99Lo, cmp.p99Hi, maxP99Ratio, verdict(cmp.p99Lo, cmp.p99Hi, maxP99Ratio, false), med[1].rate/med[0].rate)
 	if o.reps > 0 {
 		lat, err := benchRelease(o)
 		if err != nil {
-			return nil, fmt.Errorf("registration_wait release: %w", err)
+			return nil, comparison{}, fmt.Errorf("registration_wait release: %w", err)
 		}
 		p50, p99 := percentiles(lat)
 		fmt.Printf("registration_wait release (plugin ready -> create returns), %d reps: p50 %.2f ms  p99 %.2f ms  max %.2f ms\n",
 			len(lat), ms(p50), ms(p99), ms(slices.Max(lat)))
 	}
-	return med, nil
+	return med, cmp, nil
 }
 
 type result struct {
