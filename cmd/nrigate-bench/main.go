@@ -48,6 +48,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nrigate/nrigate/internal/critest"
 )
 
 // setup is one benchmarked daemon configuration.
@@ -411,30 +413,12 @@ func (d *daemon) stop() {
 	}
 	_ = d.cmd.Process.Signal(syscall.SIGTERM)
 	_ = d.cmd.Wait()
-	if b, err := os.ReadFile("/proc/self/mounts"); err == nil {
-		var ms []string
-		for _, l := range strings.Split(string(b), "\n") {
-			if fs := strings.Fields(l); len(fs) > 1 && strings.HasPrefix(fs[1], d.dir+"/") {
-				ms = append(ms, fs[1])
-			}
-		}
-		sort.Sort(sort.Reverse(sort.StringSlice(ms)))
-		for _, m := range ms {
-			_ = syscall.Unmount(m, syscall.MNT_DETACH)
-		}
-	}
+	_ = critest.UnmountUnder(d.dir)
 	_ = os.RemoveAll(d.dir)
 }
 
 func (d *daemon) pod(name string) (string, *runtimeapi.PodSandboxConfig, error) {
-	cfg := &runtimeapi.PodSandboxConfig{
-		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: name + "-uid"},
-		LogDirectory: filepath.Join(d.dir, "logs", name),
-		// Own PID namespaces, as kubelet's default: CRI-O runs no infra container.
-		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-			NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER},
-		}},
-	}
+	cfg := critest.PodConfig(name, filepath.Join(d.dir, "logs"))
 	r, err := d.rt.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
 	if err != nil {
 		return "", nil, err
@@ -442,23 +426,12 @@ func (d *daemon) pod(name string) (string, *runtimeapi.PodSandboxConfig, error) 
 	return r.PodSandboxId, cfg, nil
 }
 
-func ctrConfig(name string) *runtimeapi.ContainerConfig {
-	return &runtimeapi.ContainerConfig{
-		Metadata: &runtimeapi.ContainerMetadata{Name: name},
-		Image:    &runtimeapi.ImageSpec{Image: "localhost/busybox:latest", UserSpecifiedImage: "localhost/busybox:latest"},
-		Command:  []string{"sleep", "1000"},
-		Linux: &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
-			NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER},
-		}},
-	}
-}
-
 // createRemove creates and removes one container and returns the create's
 // latency.
 func (d *daemon) createRemove(podID string, cfg *runtimeapi.PodSandboxConfig, name string) (time.Duration, error) {
 	ctx := context.Background()
 	t0 := time.Now()
-	r, err := d.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, SandboxConfig: cfg, Config: ctrConfig(name)})
+	r, err := d.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, SandboxConfig: cfg, Config: critest.ContainerConfig(name)})
 	lat := time.Since(t0)
 	if err != nil {
 		return 0, err
@@ -545,7 +518,7 @@ func benchRelease(o options) ([]time.Duration, error) {
 		done := make(chan ret, 1)
 		go func() {
 			r, err := d.rt.CreateContainer(context.Background(), &runtimeapi.CreateContainerRequest{
-				PodSandboxId: podID, SandboxConfig: cfg, Config: ctrConfig(fmt.Sprintf("r%d", i))})
+				PodSandboxId: podID, SandboxConfig: cfg, Config: critest.ContainerConfig(fmt.Sprintf("r%d", i))})
 			var id string
 			if r != nil {
 				id = r.ContainerId

@@ -16,6 +16,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nrigate/nrigate/internal/critest"
 )
 
 // guardPolicy makes plugin guard required for every pod, fail-closed.
@@ -49,27 +51,10 @@ func startFaulty(d *daemon, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// ctrConfig is a busybox container sleeping until stopped.
-func ctrConfig(name string) *runtimeapi.ContainerConfig {
-	return &runtimeapi.ContainerConfig{
-		Metadata: &runtimeapi.ContainerMetadata{Name: name},
-		Image:    &runtimeapi.ImageSpec{Image: "localhost/busybox:latest", UserSpecifiedImage: "localhost/busybox:latest"},
-		Command:  []string{"sleep", "1000"}, Linux: containerLinux(),
-	}
-}
-
 // newPod runs a pod and returns its error, for client goroutines (runPod
 // asserts on it).
 func (d *daemon) newPod(name string) (string, *runtimeapi.PodSandboxConfig, error) {
-	cfg := &runtimeapi.PodSandboxConfig{
-		Metadata:     &runtimeapi.PodSandboxMetadata{Name: name, Namespace: "default", Uid: name + "-uid"},
-		LogDirectory: filepath.Join(d.dir, "logs", name),
-		// Pid CONTAINER, as kubelet's default: CRI-O runs pods without an
-		// infra container then (it could not set its oom_score_adj here).
-		Linux: &runtimeapi.LinuxPodSandboxConfig{SecurityContext: &runtimeapi.LinuxSandboxSecurityContext{
-			NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER},
-		}},
-	}
+	cfg := critest.PodConfig(name, filepath.Join(d.dir, "logs"))
 	r, err := d.rt.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
 	if err != nil {
 		return "", nil, err
@@ -79,14 +64,8 @@ func (d *daemon) newPod(name string) (string, *runtimeapi.PodSandboxConfig, erro
 
 // mountsUnder lists the mount points below dir in this mount namespace.
 func mountsUnder(dir string) []string {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	Expect(err).NotTo(HaveOccurred())
-	var ms []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if fs := strings.Fields(l); len(fs) > 4 && strings.HasPrefix(fs[4], dir+"/") {
-			ms = append(ms, fs[4])
-		}
-	}
+	ms, err := critest.MountsUnder(dir)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	return ms
 }
 
@@ -224,7 +203,7 @@ var _ = Describe("load", func() {
 					for j := 0; err == nil && j < perPod; j++ {
 						var r *runtimeapi.CreateContainerResponse
 						r, err = d.rt.CreateContainer(context.Background(), &runtimeapi.CreateContainerRequest{
-							PodSandboxId: podID, SandboxConfig: cfg, Config: ctrConfig(fmt.Sprintf("c%d", j)),
+							PodSandboxId: podID, SandboxConfig: cfg, Config: critest.ContainerConfig(fmt.Sprintf("c%d", j)),
 						})
 						if err == nil {
 							res.ctrs = append(res.ctrs, r.ContainerId)
@@ -324,7 +303,7 @@ const defaultLeakCycles = 1000
 // cycle creates, starts, stops and removes one container in pod.
 func (d *daemon) cycle(podID string, cfg *runtimeapi.PodSandboxConfig, name string) {
 	ctx := context.Background()
-	r, err := d.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, SandboxConfig: cfg, Config: ctrConfig(name)})
+	r, err := d.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, SandboxConfig: cfg, Config: critest.ContainerConfig(name)})
 	Expect(err).NotTo(HaveOccurred())
 	_, err = d.rt.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: r.ContainerId})
 	Expect(err).NotTo(HaveOccurred())
@@ -406,7 +385,7 @@ var _ = Describe("a plugin hung on every request", func() {
 		var victims []victim
 		for i := range 4 {
 			podID, cfg := d.runPod(fmt.Sprintf("victim-%d", i))
-			r, err := d.rt.CreateContainer(context.Background(), &runtimeapi.CreateContainerRequest{PodSandboxId: podID, SandboxConfig: cfg, Config: ctrConfig("v")})
+			r, err := d.rt.CreateContainer(context.Background(), &runtimeapi.CreateContainerRequest{PodSandboxId: podID, SandboxConfig: cfg, Config: critest.ContainerConfig("v")})
 			Expect(err).NotTo(HaveOccurred())
 			_, err = d.rt.StartContainer(context.Background(), &runtimeapi.StartContainerRequest{ContainerId: r.ContainerId})
 			Expect(err).NotTo(HaveOccurred())
@@ -431,7 +410,7 @@ var _ = Describe("a plugin hung on every request", func() {
 					default:
 					}
 					_, err := d.rt.CreateContainer(context.Background(), &runtimeapi.CreateContainerRequest{
-						PodSandboxId: hungPod, SandboxConfig: hungCfg, Config: ctrConfig(fmt.Sprintf("h%d-%d", w, i))})
+						PodSandboxId: hungPod, SandboxConfig: hungCfg, Config: critest.ContainerConfig(fmt.Sprintf("h%d-%d", w, i))})
 					mu.Lock()
 					attempts++
 					if err != nil {
@@ -485,11 +464,3 @@ var _ = Describe("a plugin hung on every request", func() {
 		mu.Unlock()
 	})
 })
-
-// containerLinux is the Linux part of the specs' container configs: its own
-// PID namespace, matching the pods'.
-func containerLinux() *runtimeapi.LinuxContainerConfig {
-	return &runtimeapi.LinuxContainerConfig{SecurityContext: &runtimeapi.LinuxContainerSecurityContext{
-		NamespaceOptions: &runtimeapi.NamespaceOption{Pid: runtimeapi.NamespaceMode_CONTAINER},
-	}}
-}

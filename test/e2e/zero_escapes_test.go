@@ -16,6 +16,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	"github.com/nrigate/nrigate/internal/critest"
 )
 
 const (
@@ -101,11 +103,7 @@ registration_wait = "10s"
 					name := fmt.Sprintf("c%d-%d", w, i)
 					r, err := d.rt.CreateContainer(context.Background(), &runtimeapi.CreateContainerRequest{
 						PodSandboxId: podID, SandboxConfig: podCfg,
-						Config: &runtimeapi.ContainerConfig{
-							Metadata: &runtimeapi.ContainerMetadata{Name: name},
-							Image:    &runtimeapi.ImageSpec{Image: "localhost/busybox:latest", UserSpecifiedImage: "localhost/busybox:latest"},
-							Command:  []string{"sleep", "1000"}, Linux: containerLinux(),
-						},
+						Config: critest.ContainerConfig(name),
 					})
 					mu.Lock()
 					switch {
