@@ -45,9 +45,10 @@ func (r *publishingRuntime) publish(c *server.Container) {
 	r.mu.Unlock()
 }
 
-// startNRI starts an NRI integration with pol on a socket in a fresh
-// directory and returns it with the socket path.
-func startNRI(t *testing.T, rt Runtime, pol *nripolicy.Config) (*NRI, string) {
+// newTestNRI creates an NRI integration with pol and opts, not started, on
+// a socket in a fresh directory (not t.TempDir: unix socket paths are
+// short) removed when the test ends. It returns it with the socket path.
+func newTestNRI(t *testing.T, pol *nripolicy.Config, opts ...Option) (*NRI, string) {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "nrig")
 	if err != nil {
@@ -59,10 +60,18 @@ func startNRI(t *testing.T, rt Runtime, pol *nripolicy.Config) (*NRI, string) {
 		Enabled: true, SocketPath: sock, PluginPath: filepath.Join(dir, "p"), PluginConfigPath: filepath.Join(dir, "c"),
 		PluginRegistrationTimeout: config.Duration(5 * time.Second), PluginRequestTimeout: config.Duration(2 * time.Second),
 		Policy: *pol,
-	})
+	}, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return n, sock
+}
+
+// startNRI starts newTestNRI's integration with rt; it is stopped when the
+// test ends.
+func startNRI(t *testing.T, rt Runtime, pol *nripolicy.Config, opts ...Option) (*NRI, string) {
+	t.Helper()
+	n, sock := newTestNRI(t, pol, opts...)
 	if err := n.Start(rt); err != nil {
 		t.Fatal(err)
 	}
@@ -246,19 +255,7 @@ func TestCreateFailingAfterRelayIsUndoneForPlugins(t *testing.T) {
 // the pod's ID; everything is torn down when the test ends.
 func nriRig(t *testing.T, name string, args ...string) (*server.Server, string, string) {
 	t.Helper()
-	testenv.SkipShort(t, "runs real containers")
-	testenv.RequireRoot(t, "storage, runc and netns")
-	testenv.RequireFiles(t, oci.DefaultRuntimePath, oci.DefaultMonitorPath, "/bin/busybox")
-	testenv.RequireCommands(t, "jq")
-	dir, err := os.MkdirTemp("", "nrig")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	archive := filepath.Join(dir, "busybox.tar")
-	if out, err := exec.Command(filepath.Join(testenv.RepoRoot(), "hack", "make-test-image.sh"), archive).CombinedOutput(); err != nil {
-		t.Fatalf("make-test-image: %v %s", err, out)
-	}
+	dir, archive := testenv.ContainerRig(t, oci.DefaultRuntimePath, oci.DefaultMonitorPath)
 	n, sock := startNRIDeferred(t)
 	srv, err := server.New(server.Config{
 		Listen: filepath.Join(dir, "cri.sock"), Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run"),
@@ -364,23 +361,9 @@ func TestConcurrentStopsWithRebalancingPlugin(t *testing.T) {
 	waitLog(t, logf, "update-others on stop of a0: 1 containers")
 }
 
-// startNRIDeferred creates an NRI integration like startNRI but leaves it
-// to the caller to start it with its runtime.
+// startNRIDeferred creates an NRI integration without a policy and leaves
+// it to the caller to start it with its runtime.
 func startNRIDeferred(t *testing.T) (*NRI, string) {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "nrig")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	sock := filepath.Join(dir, "nri.sock")
-	n, err := New(&config.NRIConfig{
-		Enabled: true, SocketPath: sock, PluginPath: filepath.Join(dir, "p"), PluginConfigPath: filepath.Join(dir, "c"),
-		PluginRegistrationTimeout: config.Duration(5 * time.Second), PluginRequestTimeout: config.Duration(2 * time.Second),
-		Policy: *nripolicy.DefaultConfig(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n, sock
+	return newTestNRI(t, nripolicy.DefaultConfig())
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -177,30 +176,13 @@ func (p *envPlugin) CreateContainer(_ context.Context, _ *api.PodSandbox, _ *api
 // plugin: the policy refuses while the plugin is absent, then the plugin's
 // adjustment reaches the spec and the status shows it ready.
 func TestGatedCreateWithRealAdaptation(t *testing.T) {
-	dir, err := os.MkdirTemp("", "nrig")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	sock := filepath.Join(dir, "nri.sock")
 	pol := nripolicy.DefaultConfig()
 	pc := nripolicy.DefaultPluginConfig()
 	pol.Plugins = map[string]*nripolicy.PluginConfig{"guard": pc}
-	n, err := New(&config.NRIConfig{
-		Enabled: true, SocketPath: sock, PluginPath: filepath.Join(dir, "p"), PluginConfigPath: filepath.Join(dir, "c"),
-		PluginRegistrationTimeout: config.Duration(5 * time.Second), PluginRequestTimeout: config.Duration(2 * time.Second),
-		Policy: *pol,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(fakeRuntime{}); err != nil {
-		t.Fatal(err)
-	}
-	defer n.Stop()
+	n, sock := startNRI(t, fakeRuntime{}, pol)
 
 	ctx := context.Background()
-	_, err = n.CreateContainer(ctx, testSandbox(), testContainer(), oci.NewGenerator())
+	_, err := n.CreateContainer(ctx, testSandbox(), testContainer(), oci.NewGenerator())
 	if st, _ := status.FromError(err); st.Code() != codes.FailedPrecondition {
 		t.Fatalf("absent plugin: want FailedPrecondition, got %v", err)
 	}
@@ -262,25 +244,8 @@ func (r *updatingRuntime) UpdateResources(_ context.Context, id string, res *run
 // TestUnsolicitedUpdates checks that a plugin's UpdateContainers reaches
 // the runtime's update path and that failures come back to the plugin.
 func TestUnsolicitedUpdates(t *testing.T) {
-	dir, err := os.MkdirTemp("", "nrig")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	sock := filepath.Join(dir, "nri.sock")
-	n, err := New(&config.NRIConfig{
-		Enabled: true, SocketPath: sock, PluginPath: filepath.Join(dir, "p"), PluginConfigPath: filepath.Join(dir, "c"),
-		PluginRegistrationTimeout: config.Duration(5 * time.Second), PluginRequestTimeout: config.Duration(2 * time.Second),
-		Policy: *nripolicy.DefaultConfig(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	rt := &updatingRuntime{applied: map[string]*runtimeapi.LinuxContainerResources{}}
-	if err := n.Start(rt); err != nil {
-		t.Fatal(err)
-	}
-	defer n.Stop()
+	_, sock := startNRI(t, rt, nripolicy.DefaultConfig())
 	p := &envPlugin{synced: make(chan int, 1)}
 	s, err := stub.New(p, stub.WithPluginName("upd"), stub.WithPluginIdx("20"), stub.WithSocketPath(sock))
 	if err != nil {

@@ -4,12 +4,9 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
@@ -26,11 +23,6 @@ import (
 // given fail policy, with metrics and a log recorder.
 func newObserved(t *testing.T, fp nripolicy.FailPolicy) (*NRI, *metrics.Metrics, *logtest.Hook) {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "nrig")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
 	pol := nripolicy.DefaultConfig()
 	pc := nripolicy.DefaultPluginConfig()
 	pc.FailPolicy = fp
@@ -38,18 +30,7 @@ func newObserved(t *testing.T, fp nripolicy.FailPolicy) (*NRI, *metrics.Metrics,
 	log, hook := logtest.NewNullLogger()
 	log.SetLevel(logrus.DebugLevel)
 	m := metrics.New()
-	n, err := New(&config.NRIConfig{
-		Enabled: true, SocketPath: filepath.Join(dir, "nri.sock"), PluginPath: filepath.Join(dir, "p"),
-		PluginConfigPath: filepath.Join(dir, "c"), PluginRegistrationTimeout: config.Duration(5 * time.Second),
-		PluginRequestTimeout: config.Duration(2 * time.Second), Policy: *pol,
-	}, WithLogger(log), WithMetrics(m))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := n.Start(fakeRuntime{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(n.Stop)
+	n, _ := startNRI(t, fakeRuntime{}, pol, WithLogger(log), WithMetrics(m))
 	return n, m, hook
 }
 

@@ -80,3 +80,27 @@ func SkipShort(t testing.TB, what string) {
 		t.Skipf("-short: %s", what)
 	}
 }
+
+// ContainerRig skips the test (under -short, or failing in CI for a missing
+// prerequisite) unless it can run real containers: root, the runtime files
+// given (runc and conmon for the in-tree runtime), busybox-static and jq.
+// It returns a temporary directory, removed when the test ends, holding
+// hack/make-test-image.sh's busybox archive. Not t.TempDir: sockets live
+// there, and unix socket paths are short.
+func ContainerRig(t testing.TB, runtimeFiles ...string) (dir, archive string) {
+	t.Helper()
+	SkipShort(t, "runs real containers")
+	RequireRoot(t, "storage, runc and netns")
+	RequireFiles(t, append(runtimeFiles, "/bin/busybox")...)
+	RequireCommands(t, "jq")
+	dir, err := os.MkdirTemp("", "nrig")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	archive = filepath.Join(dir, "busybox.tar")
+	if out, err := exec.Command(filepath.Join(RepoRoot(), "hack", "make-test-image.sh"), archive).CombinedOutput(); err != nil {
+		t.Fatalf("make-test-image: %v %s", err, out)
+	}
+	return dir, archive
+}
