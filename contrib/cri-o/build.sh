@@ -66,16 +66,11 @@ cmd_nritest() {
 }
 
 cmd_check() {
-	local dir=$OUT/check src bad=0 m unformatted
+	local dir=$OUT/check src bad=0 unformatted
 	src=$(pristine)
 	echo "applying $(patches | wc -l) patches to a fresh copy of CRI-O $VERSION"
 	prepare "$dir"
-	echo "go.mod: require lines the series changes"
-	while read -r m; do
-		[[ -n $m ]] || continue
-		if allowed "$m"; then echo "  ok  $m"; else echo "  NOT ALLOWED  $m"; bad=1; fi
-	done < <(diff <(require_lines "$src/go.mod") <(require_lines "$dir/go.mod") |
-		sed -n 's/^[<>] \([^ ]*\) .*/\1/p' | LC_ALL=C sort -u)
+	check_requires "$src" "$dir" || bad=1
 	local gofiles
 	gofiles=$(for p in $(patches); do sed -n 's|^+++ b/\(.*\.go\)$|\1|p' "$p"; done | LC_ALL=C sort -u)
 	unformatted=

@@ -69,3 +69,17 @@ allowed() {
 	for m in $ALLOWED_MODULES; do [[ $1 == "$m" ]] && return 0; done
 	return 1
 }
+
+# check_requires PRISTINE DIR: print every module whose go.mod require line
+# differs between the pristine tree and the patched DIR, marked ok or NOT
+# ALLOWED; fails when one is not in ALLOWED_MODULES.
+check_requires() {
+	local m bad=0
+	echo "go.mod: require lines the series changes"
+	while read -r m; do
+		[[ -n $m ]] || continue
+		if allowed "$m"; then echo "  ok  $m"; else echo "  NOT ALLOWED  $m"; bad=1; fi
+	done < <(diff <(require_lines "$1/go.mod") <(require_lines "$2/go.mod") |
+		sed -n 's/^[<>] \([^ ]*\) .*/\1/p' | LC_ALL=C sort -u)
+	return "$bad"
+}
