@@ -340,8 +340,8 @@ require_runtime() {
 		require_cmd conmon runc || return
 		[[ -x $RUNTIME_BINDIR/crio && -x $RUNTIME_BINDIR/pinns ]] ||
 			{ ci_skip "RUNTIME=crio: $RUNTIME_BINDIR/crio and pinns not built (run make crio)"; return 1; }
-		[[ -n $(crio_import_tool) ]] ||
-			{ ci_skip "RUNTIME=crio: no image import tool in $RUNTIME_BINDIR (run make crio)"; return 1; }
+		[[ -x $RUNTIME_BINDIR/crio-copyimg ]] ||
+			{ ci_skip "RUNTIME=crio: $RUNTIME_BINDIR/crio-copyimg (the image import tool) not built (run make crio)"; return 1; }
 		[[ -d /usr/lib/cni ]] || { ci_skip "RUNTIME=crio: containernetworking-plugins not installed"; return 1; }
 		;;
 	containerd)
@@ -360,15 +360,6 @@ require_runtime() {
 # have; make parity records the skip as "not applicable".
 runtime_lacks() {
 	skip "not applicable on RUNTIME=$RUNTIME: $1 ($2)"
-}
-
-# crio_import_tool: the image import helper make crio builds (CRI-O's own
-# test/copyimg), or nothing.
-crio_import_tool() {
-	local t
-	for t in crio-copyimg copyimg; do
-		[[ -x $RUNTIME_BINDIR/$t ]] && { echo "$RUNTIME_BINDIR/$t"; return; }
-	done
 }
 
 # test_image_layout: the OCI layout of $TEST_IMAGE, unpacked once per file.
@@ -393,20 +384,6 @@ write_crictl_config() {
 	export CRI_SOCK CRICTL_CONFIG
 }
 
-# write_cni_config DIR: a bridge + host-local conflist with a bridge and
-# subnet of this test's own (removed by stop_runtime).
-write_cni_config() {
-	mkdir -p "$1"
-	CNI_BRIDGE=nrg$(printf %s "$TESTDIR" | md5sum | cut -c1-10)
-	local subnet="10.$((200 + RANDOM % 50)).$((RANDOM % 256)).0/24"
-	cat >"$1/10-nrigate-test.conflist" <<-JSON
-		{"cniVersion": "1.0.0", "name": "nrigate-test", "plugins": [
-		  {"type": "bridge", "bridge": "$CNI_BRIDGE", "isGateway": true, "ipMasq": false,
-		   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$subnet"}]], "dataDir": "$TESTDIR/cni-ipam"}},
-		  {"type": "loopback"}]}
-	JSON
-}
-
 # start_runtime [POLICY_TOML]: see above. Sets DAEMON_PID, CRI_SOCK,
 # NRI_SOCK, CRICTL_CONFIG; the daemon logs to $TESTDIR/daemon.log.
 start_runtime() {
@@ -425,7 +402,7 @@ start_runtime() {
 		start_nrigate_nri "${1:-}" || return
 		crictl_cmd pull "oci-archive:$TEST_IMAGE" >/dev/null
 		;;
-	crio) start_crio "${1:-}" ;;
+	crio) start_crio "$TESTDIR/policy.toml" ;;
 	containerd) start_containerd "$TESTDIR/policy.toml" ;;
 	*) echo "RUNTIME=$RUNTIME unknown" >&2; return 1 ;;
 	esac
@@ -482,77 +459,28 @@ stop_runtime() {
 runtime_reload() {
 	kill -HUP "$DAEMON_PID"
 }
-case $RUNTIME in
-crio)
-	RELOAD_OK_LOG=${RELOAD_OK_LOG:-NRI policy reloaded}
-	RELOAD_KEPT_LOG=${RELOAD_KEPT_LOG:-keeping the old NRI policy}
-	;;
-*)
-	RELOAD_OK_LOG=${RELOAD_OK_LOG:-NRI policy reloaded}
-	RELOAD_KEPT_LOG=${RELOAD_KEPT_LOG:-keeping the old NRI policy}
-	;;
-esac
+RELOAD_OK_LOG=${RELOAD_OK_LOG:-NRI policy reloaded}
+RELOAD_KEPT_LOG=${RELOAD_KEPT_LOG:-keeping the old NRI policy}
 
-# start_crio POLICY_TOML: CRI-O with a main config of private paths and
-# the policy as the drop-in $TESTDIR/crio.conf.d/10-test.conf.
+# start_crio POLICY_TOML_FILE: CRI-O with the config of
+# contrib/cri-o/crio-test-config.sh $TESTDIR (every path private to the
+# test; the policy becomes the drop-in crio.conf.d/10-policy.conf), told
+# through its environment to use the suites' sockets, the 1s request
+# timeout and the pause image name; the test and pause images are imported
+# with contrib/cri-o/crio-import-image.sh before the start (copyimg writes
+# CRI-O's store directly).
 start_crio() {
-	local s=$TESTDIR/crio
 	CRI_SOCK=$TESTDIR/cri.sock
-	mkdir -p "$s" "$TESTDIR/runc"
-	echo '{"default":[{"type":"insecureAcceptAnything"}]}' >"$TESTDIR/signature-policy.json"
-	write_cni_config "$TESTDIR/cni"
-	cat >"$TESTDIR/crio.conf" <<-TOML
-		[crio]
-		root = "$s/root"
-		runroot = "$s/run"
-		storage_driver = "overlay"
-		log_dir = "$s/logs"
-		version_file = "$s/version"
-		version_file_persist = "$s/version-persist"
-		clean_shutdown_file = "$s/clean.shutdown"
-		[crio.api]
-		listen = "$CRI_SOCK"
-		[crio.runtime]
-		log_level = "info"
-		cgroup_manager = "cgroupfs"
-		default_runtime = "runc"
-		drop_infra_ctr = true
-		pinns_path = "$RUNTIME_BINDIR/pinns"
-		namespaces_dir = "$s/ns"
-		container_exits_dir = "$s/exits"
-		container_attach_socket_dir = "$s/attach"
-		[crio.runtime.runtimes.runc]
-		runtime_path = "$(command -v runc)"
-		runtime_type = "oci"
-		runtime_root = "$TESTDIR/runc"
-		monitor_path = "$(command -v conmon)"
-		monitor_cgroup = "pod"
-		[crio.image]
-		signature_policy = "$TESTDIR/signature-policy.json"
-		pause_image = "$CRIO_PAUSE_IMAGE"
-		[crio.network]
-		network_dir = "$TESTDIR/cni"
-		plugin_dirs = ["/usr/lib/cni"]
-		[crio.nri]
-		enable_nri = true
-		nri_listen = "$NRI_SOCK"
-		nri_plugin_dir = "$TESTDIR/nri-plugins"
-		nri_plugin_config_dir = "$TESTDIR/nri-conf"
-		nri_plugin_request_timeout = "1s"
-	TOML
-	printf '%s\n' "${1:-}" >"$TESTDIR/crio.conf.d/10-test.conf"
-	# Import before the start: copyimg writes CRI-O's store directly.
-	local layout name tool
-	layout=$(test_image_layout)
-	tool=$(crio_import_tool)
-	for name in "$TEST_IMAGE_NAME" "$CRIO_PAUSE_IMAGE"; do
-		"$tool" --root "$s/root" --runroot "$s/run" --storage-driver overlay \
-			--signature-policy "$TESTDIR/signature-policy.json" \
-			--image-name "$name" --import-from "oci:$layout" >>"$TESTDIR/import.log" 2>&1 ||
-			{ echo "image import failed:" >&2; cat "$TESTDIR/import.log" >&2; return 1; }
-	done
+	eval "$(CRIO_BINDIR=$RUNTIME_BINDIR CRI_SOCK=$CRI_SOCK NRI_SOCK=$NRI_SOCK NRI_REQUEST_TIMEOUT=1s \
+		PAUSE_IMAGE=$CRIO_PAUSE_IMAGE "$REPO_ROOT/contrib/cri-o/crio-test-config.sh" "$TESTDIR" "$1" \
+		2>"$TESTDIR/config-script.log")" ||
+		{ cat "$TESTDIR/config-script.log" >&2; return 1; }
+	CNI_BRIDGE=$CRIO_CNI_BRIDGE
+	CRIO_BINDIR=$RUNTIME_BINDIR "$REPO_ROOT/contrib/cri-o/crio-import-image.sh" "$TESTDIR" "$(test_image_layout)" \
+		"$TEST_IMAGE_NAME" "$CRIO_PAUSE_IMAGE" >>"$TESTDIR/import.log" 2>&1 ||
+		{ echo "image import failed:" >&2; cat "$TESTDIR/import.log" >&2; return 1; }
 	write_crictl_config
-	"$RUNTIME_BINDIR/crio" --config "$TESTDIR/crio.conf" --config-dir "$TESTDIR/crio.conf.d" \
+	"$RUNTIME_BINDIR/crio" --config "$CRIO_CONFIG" --config-dir "$CRIO_CONFIG_DIR" \
 		>"$TESTDIR/daemon.log" 2>&1 &
 	DAEMON_PID=$!
 	wait_runtime_up 20
@@ -578,76 +506,19 @@ wait_runtime_up() {
 	done
 }
 
-# containerd_config POLICY_TOML_FILE: containerd's private config in
-# $TESTDIR/containerd/config.toml. The policy tables, written for CRI-O,
-# get containerd's NRI plugin table headers: contrib/containerd's
-# containerd-test-config.sh does both when make containerd installed it;
-# the fallback below writes the same base config.
+# containerd_config POLICY_TOML_FILE: the config of
+# contrib/containerd/containerd-test-config.sh $TESTDIR/containerd
+# POLICY_TOML_FILE (the policy written for CRI-O gets containerd's NRI
+# plugin table headers), told through its environment overrides to use the
+# suites' NRI socket and plugin directories, the 1s request timeout,
+# $TESTDIR/runc and a bridge that stop_runtime removes; CONTAINERD_CONFIG
+# and CRI_SOCK come from its output.
 containerd_config() {
-	local s=$TESTDIR/containerd script=$REPO_ROOT/contrib/containerd/containerd-test-config.sh
-	mkdir -p "$s"
-	if [[ -x $script && -z ${NRIGATE_OWN_CONTAINERD_CONFIG:-} ]]; then
-		containerd_config_contrib "$1"
-		return
-	fi
-	write_cni_config "$TESTDIR/cni"
-	cat >"$s/config.toml" <<-TOML
-		version = 3
-		root = "$s/root"
-		state = "$s/state"
-		[grpc]
-		  address = "$CRI_SOCK"
-		[ttrpc]
-		  address = "$s/ttrpc.sock"
-		[debug]
-		  level = "info"
-		[plugins."io.containerd.shim.v1.manager"]
-		  socket_dir = "$s/shims"
-		[plugins."io.containerd.cri.v1.runtime"]
-		  restrict_oom_score_adj = true
-		  netns_mounts_under_state_dir = true
-		  enable_selinux = false
-		  [plugins."io.containerd.cri.v1.runtime".containerd]
-		    default_runtime_name = "runc"
-		    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
-		      runtime_type = "io.containerd.runc.v2"
-		      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
-		        BinaryName = "$(command -v runc)"
-		        Root = "$TESTDIR/runc"
-		        SystemdCgroup = false
-		  [plugins."io.containerd.cri.v1.runtime".cni]
-		    bin_dirs = ["/usr/lib/cni"]
-		    conf_dir = "$TESTDIR/cni"
-		[plugins."io.containerd.cri.v1.images"]
-		  snapshotter = "overlayfs"
-		  [plugins."io.containerd.cri.v1.images".pinned_images]
-		    sandbox = "$CONTAINERD_PAUSE_IMAGE"
-		[plugins."io.containerd.nri.v1.nri"]
-		  disable = false
-		  socket_path = "$NRI_SOCK"
-		  plugin_path = "$TESTDIR/nri-plugins"
-		  plugin_config_path = "$TESTDIR/nri-conf"
-		  plugin_request_timeout = "1s"
-	TOML
-	crio_policy_to_containerd <"$1" >>"$s/config.toml"
-}
-
-# crio_policy_to_containerd: the policy TOML on stdin with CRI-O's table
-# headers turned into containerd's NRI plugin tables.
-crio_policy_to_containerd() {
-	sed -e 's/^\[crio\.nri\.policy/[plugins."io.containerd.nri.v1.nri".policy/'
-}
-
-# containerd_config_contrib POLICY_TOML_FILE: the config of
-# contrib/containerd/containerd-test-config.sh DIR [POLICY_TOML_FILE], told
-# through its environment overrides to use the suites' NRI socket and plugin
-# directories, the 1s request timeout, $TESTDIR/runc and a bridge that
-# stop_runtime removes; CRI_SOCK and the config path come from its output.
-containerd_config_contrib() {
 	local s=$TESTDIR/containerd out
 	CNI_BRIDGE=nrg$(printf %s "$TESTDIR" | md5sum | cut -c1-10)
 	out=$(NRI_SOCK=$NRI_SOCK NRI_PLUGIN_DIR=$TESTDIR/nri-plugins NRI_PLUGIN_CONFIG_DIR=$TESTDIR/nri-conf \
 		NRI_PLUGIN_REQUEST_TIMEOUT=1s RUNC_ROOT=$TESTDIR/runc CNI_CONF_DIR=$TESTDIR/cni CNI_BRIDGE=$CNI_BRIDGE \
+		PAUSE_IMAGE=$CONTAINERD_PAUSE_IMAGE \
 		"$REPO_ROOT/contrib/containerd/containerd-test-config.sh" "$s" "$1" 2>"$TESTDIR/config-script.log") ||
 		{ cat "$TESTDIR/config-script.log" >&2; return 1; }
 	CONTAINERD_CONFIG=$(sed -n 's/^CONFIG=//p' <<<"$out")
@@ -668,9 +539,6 @@ toml_table_value() {
 # start_containerd POLICY_TOML_FILE: containerd with its private config,
 # then the test and pause images imported with ctr.
 start_containerd() {
-	local s=$TESTDIR/containerd
-	CRI_SOCK=$s/containerd.sock
-	CONTAINERD_CONFIG=$s/config.toml
 	containerd_config "$1" || return
 	write_crictl_config
 	PATH=$RUNTIME_BINDIR:$PATH "$RUNTIME_BINDIR/containerd" --config "$CONTAINERD_CONFIG" \
@@ -680,40 +548,15 @@ start_containerd() {
 	containerd_import_images
 }
 
-# blob_put LAYOUT FILE: move FILE into LAYOUT's blobs; prints "DIGEST SIZE".
-blob_put() {
-	local d s
-	d=$(sha256sum "$2" | cut -d' ' -f1)
-	s=$(stat -c %s "$2")
-	mv "$2" "$1/blobs/sha256/$d"
-	echo "sha256:$d $s"
-}
-
-# containerd_images_archive: one OCI archive (built once per file) naming
-# the test image and a pause image: the same busybox layer whose command is
-# a shell loop that exits on TERM (containerd runs the pause container).
+# containerd_images_archive: contrib/containerd/containerd-test-images.sh's
+# OCI archive of the test image and a pause image (the busybox layer with a
+# command that exits on TERM), built once per file.
 containerd_images_archive() {
 	local d=${BATS_FILE_TMPDIR:-$TESTDIR}/containerd-images.tar
 	if [[ ! -f $d ]]; then
-		local l src m cfg cd cs md ms
-		src=$(test_image_layout)
-		l=$(mktemp -d "$TESTDIR/img.XXXX")
-		cp -r "$src/." "$l"
-		m=$(jq -r '.manifests[0].digest | sub("sha256:"; "")' "$src/index.json")
-		cfg=$(jq -r '.config.digest | sub("sha256:"; "")' "$src/blobs/sha256/$m")
-		jq -c '.config.Cmd = ["sh", "-c", "trap \"exit 0\" TERM; while :; do sleep 1 & wait; done"]' \
-			"$src/blobs/sha256/$cfg" >"$l/pause-config.json"
-		read -r cd cs < <(blob_put "$l" "$l/pause-config.json")
-		jq -c --arg d "$cd" --argjson s "$cs" '.config.digest = $d | .config.size = $s' \
-			"$src/blobs/sha256/$m" >"$l/pause-manifest.json"
-		read -r md ms < <(blob_put "$l" "$l/pause-manifest.json")
-		jq --arg a "$TEST_IMAGE_NAME" --arg b "$CONTAINERD_PAUSE_IMAGE" --arg md "$md" --argjson ms "$ms" '
-			.manifests = [(.manifests[0] | .annotations["org.opencontainers.image.ref.name"] = $a),
-			              (.manifests[0] | .digest = $md | .size = $ms |
-			               .annotations["org.opencontainers.image.ref.name"] = $b)]' \
-			"$src/index.json" >"$l/index.json"
-		tar -C "$l" -cf "$d" .
-		rm -rf "$l"
+		"$REPO_ROOT/contrib/containerd/containerd-test-images.sh" "$d" "$TEST_IMAGE_NAME" "$CONTAINERD_PAUSE_IMAGE" \
+			>>"$TESTDIR/import.log" 2>&1 ||
+			{ echo "containerd-test-images.sh failed:" >&2; cat "$TESTDIR/import.log" >&2; return 1; }
 	fi
 	echo "$d"
 }
@@ -721,7 +564,7 @@ containerd_images_archive() {
 # containerd_import_images: the test and pause images, one ctr import.
 containerd_import_images() {
 	local d
-	d=$(containerd_images_archive)
+	d=$(containerd_images_archive) || return
 	"$RUNTIME_BINDIR/ctr" --address "$CRI_SOCK" -n k8s.io images import --no-unpack=false "$d" >>"$TESTDIR/import.log" 2>&1 ||
 		{ echo "ctr import failed:" >&2; cat "$TESTDIR/import.log" >&2; return 1; }
 }
