@@ -9,8 +9,8 @@ load helpers
 	require_root
 	require_runtime
 	require_cmd crictl runc jq ip
-	[[ -x $NRI_FAULTY_BINARY ]] || skip "$NRI_FAULTY_BINARY not built (run make build)"
-	[[ -x /bin/busybox ]] || skip "busybox-static not installed"
+	[[ -x $NRI_FAULTY_BINARY ]] || ci_skip "$NRI_FAULTY_BINARY not built (run make build)"
+	[[ -x /bin/busybox ]] || ci_skip "busybox-static not installed (run make install-deps)"
 	export PATH=$PATH:$(go env GOPATH 2>/dev/null)/bin
 	run timeout 90 bash "$REPO_ROOT/hack/demo.sh"
 	echo "$output"

@@ -14,7 +14,7 @@ setup_file() {
 setup() {
 	require_daemon_suite
 	require_runtime
-	[[ -x $NRI_FAULTY_BINARY ]] || skip "$NRI_FAULTY_BINARY not built (run make build)"
+	[[ -x $NRI_FAULTY_BINARY ]] || ci_skip "$NRI_FAULTY_BINARY not built (run make build)"
 	setup_tmpdir
 }
 
@@ -109,6 +109,29 @@ no_container() {
 	[ -z "$(crictl_cmd ps -aq)" ]
 }
 
+# fault_refuses_under_fail_only NRI_FAULTY_ARGS...: guard running with the
+# fault makes CreateContainer refused (naming guard, leaving no container)
+# with fail_policy = "fail", and lets it through with "ignore".
+fault_refuses_under_fail_only() {
+	start_with "$(policy fail)"
+	start_faulty "$@"
+	wait_for 10 guard_ready
+	run_pod web
+	create_ctr app
+	[ "$status" -ne 0 ]
+	assert_refused CreateContainer default/web app "guard"
+	no_container
+	stop_faulty
+	stop_runtime
+
+	start_with "$(policy ignore)"
+	start_faulty "$@"
+	wait_for 10 guard_ready
+	run_pod web
+	create_ctr app
+	[ "$status" -eq 0 ]
+}
+
 @test "fail: absent plugin refuses CreateContainer and leaves no trace; once it runs, its env var is in the container" {
 	start_with "$(policy fail)"
 	run_pod web
@@ -137,43 +160,11 @@ no_container() {
 }
 
 @test "fail: a plugin crashing while it handles CreateContainer refuses; ignore lets it through" {
-	start_with "$(policy fail)"
-	start_faulty --mode crash-during --fault-events CreateContainer
-	wait_for 10 guard_ready
-	run_pod web
-	create_ctr app
-	[ "$status" -ne 0 ]
-	assert_refused CreateContainer default/web app "guard"
-	no_container
-	stop_faulty
-	stop_runtime
-
-	start_with "$(policy ignore)"
-	start_faulty --mode crash-during --fault-events CreateContainer
-	wait_for 10 guard_ready
-	run_pod web
-	create_ctr app
-	[ "$status" -eq 0 ]
+	fault_refuses_under_fail_only --mode crash-during --fault-events CreateContainer
 }
 
 @test "fail: a plugin hanging past the 1s request timeout refuses; ignore lets it through" {
-	start_with "$(policy fail)"
-	start_faulty --mode hang --hang 5s --fault-events CreateContainer
-	wait_for 10 guard_ready
-	run_pod web
-	create_ctr app
-	[ "$status" -ne 0 ]
-	assert_refused CreateContainer default/web app "guard"
-	no_container
-	stop_faulty
-	stop_runtime
-
-	start_with "$(policy ignore)"
-	start_faulty --mode hang --hang 5s --fault-events CreateContainer
-	wait_for 10 guard_ready
-	run_pod web
-	create_ctr app
-	[ "$status" -eq 0 ]
+	fault_refuses_under_fail_only --mode hang --hang 5s --fault-events CreateContainer
 }
 
 @test "a plugin's own error refuses the container with fail and with ignore" {
