@@ -471,10 +471,13 @@ RELOAD_KEPT_LOG=${RELOAD_KEPT_LOG:-keeping the old NRI policy}
 # CRI-O's store directly).
 start_crio() {
 	CRI_SOCK=$TESTDIR/cri.sock
-	eval "$(CRIO_BINDIR=$RUNTIME_BINDIR CRI_SOCK=$CRI_SOCK NRI_SOCK=$NRI_SOCK NRI_REQUEST_TIMEOUT=1s \
+	local vars
+	# Not eval "$(...)": eval of an empty output succeeds and hides a failed script.
+	vars=$(CRIO_BINDIR=$RUNTIME_BINDIR CRI_SOCK=$CRI_SOCK NRI_SOCK=$NRI_SOCK NRI_REQUEST_TIMEOUT=1s \
 		PAUSE_IMAGE=$CRIO_PAUSE_IMAGE "$REPO_ROOT/contrib/cri-o/crio-test-config.sh" "$TESTDIR" "$1" \
-		2>"$TESTDIR/config-script.log")" ||
+		2>"$TESTDIR/config-script.log") ||
 		{ cat "$TESTDIR/config-script.log" >&2; return 1; }
+	eval "$vars"
 	CNI_BRIDGE=$CRIO_CNI_BRIDGE
 	CRIO_BINDIR=$RUNTIME_BINDIR "$REPO_ROOT/contrib/cri-o/crio-import-image.sh" "$TESTDIR" "$(test_image_layout)" \
 		"$TEST_IMAGE_NAME" "$CRIO_PAUSE_IMAGE" >>"$TESTDIR/import.log" 2>&1 ||
@@ -550,11 +553,12 @@ start_containerd() {
 
 # containerd_images_archive: contrib/containerd/containerd-test-images.sh's
 # OCI archive of the test image and a pause image (the busybox layer with a
-# command that exits on TERM), built once per file.
+# command that exits on TERM), made from $TEST_IMAGE once per file.
 containerd_images_archive() {
 	local d=${BATS_FILE_TMPDIR:-$TESTDIR}/containerd-images.tar
 	if [[ ! -f $d ]]; then
-		"$REPO_ROOT/contrib/containerd/containerd-test-images.sh" "$d" "$TEST_IMAGE_NAME" "$CONTAINERD_PAUSE_IMAGE" \
+		TEST_IMAGE_ARCHIVE=$TEST_IMAGE \
+			"$REPO_ROOT/contrib/containerd/containerd-test-images.sh" "$d" "$TEST_IMAGE_NAME" "$CONTAINERD_PAUSE_IMAGE" \
 			>>"$TESTDIR/import.log" 2>&1 ||
 			{ echo "containerd-test-images.sh failed:" >&2; cat "$TESTDIR/import.log" >&2; return 1; }
 	fi

@@ -8,7 +8,7 @@ import (
 )
 
 // rounds builds results with the given throughputs; each round's latencies
-// are n draws around base scaled by scale[i] (so p99 follows the scale).
+// are 200 draws around base scaled by scale[i] (so p99 follows the scale).
 func rounds(rates, scale []float64, base time.Duration, seed uint64) []result {
 	rng := rand.New(rand.NewPCG(seed, 1))
 	rs := make([]result, len(rates))

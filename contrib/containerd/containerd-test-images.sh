@@ -12,6 +12,9 @@
 #
 # ctr names the images from each manifest's org.opencontainers.image.ref.name
 # annotation.
+#
+# TEST_IMAGE_ARCHIVE, if set, is an archive of hack/make-test-image.sh that
+# a caller has already built; it is used instead of building another.
 set -euo pipefail
 
 out=${1:?usage: $0 OUT.tar [TEST_IMAGE_NAME [PAUSE_IMAGE]]}
@@ -21,9 +24,13 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-"$repo/hack/make-test-image.sh" "$work/busybox.tar" "$name"
+src=${TEST_IMAGE_ARCHIVE:-}
+if [[ -z $src ]]; then
+	src=$work/busybox.tar
+	"$repo/hack/make-test-image.sh" "$src" "$name"
+fi
 mkdir "$work/l"
-tar -xf "$work/busybox.tar" -C "$work/l"
+tar -xf "$src" -C "$work/l"
 
 # put FILE: move FILE into the layout's blobs; prints "DIGEST SIZE".
 put() {

@@ -25,7 +25,10 @@ crio_require() {
 crio_setup() {
 	CDIR=$BATS_TEST_TMPDIR/crio
 	printf '%s\n' "${1:-}" >"$BATS_TEST_TMPDIR/policy.conf"
-	eval "$(NRI_REQUEST_TIMEOUT=2s "$CRIO_HELPER_DIR/crio-test-config.sh" "$CDIR" "$BATS_TEST_TMPDIR/policy.conf")"
+	local vars
+	# Not eval "$(...)": eval of an empty output succeeds and hides a failed script.
+	vars=$(NRI_REQUEST_TIMEOUT=2s "$CRIO_HELPER_DIR/crio-test-config.sh" "$CDIR" "$BATS_TEST_TMPDIR/policy.conf")
+	eval "$vars"
 	if [[ ! -f $BATS_FILE_TMPDIR/busybox.tar ]]; then
 		"$REPO_ROOT/hack/make-test-image.sh" "$BATS_FILE_TMPDIR/busybox.tar" >/dev/null
 	fi
