@@ -87,16 +87,21 @@ test-bats: build
 	hack/test-summary.sh bats "bats test/*.bats" $(TESTLOGS)/bats.tap -- $(BATS) --tap test/*.bats
 
 # fuzz runs each go test -fuzz target briefly (go test -fuzz takes one
-# package and one target per run): 3 x FUZZTIME, 30 s in CI. The seed
-# corpora under */testdata/fuzz/ also run in every plain go test.
-FUZZTIME ?= 10s
+# package and one target per run). The seed corpora under
+# */testdata/fuzz/ also run in every plain go test. The budget is a count
+# of executions, not a duration: with a duration, Go before 1.27 can fail
+# a clean run with "context deadline exceeded" as the time runs out
+# (go.dev/issue/75804); a count also gives every machine the same work
+# (6000 runs take 5-10 s per target on 2 cores).
+FUZZTIME ?= 6000x
+FUZZMINIMIZETIME ?= 200x
 # Each target is MODULE_DIR:PACKAGE:FUZZ_FUNC.
 FUZZ_TARGETS := .:./pkg/config:FuzzLoad $(POLICY_MOD):.:FuzzPluginConfig $(POLICY_MOD):.:FuzzScope
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		IFS=: read -r dir pkg fn <<<"$$t"; \
-		echo "(cd $$dir && $(GO) test -run '^$$' -fuzz '^$$fn$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$pkg)"; \
-		(cd $$dir && $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 5s $$pkg) || exit 1; \
+		echo "(cd $$dir && $(GO) test -run '^$$' -fuzz '^$$fn$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$pkg)"; \
+		(cd $$dir && $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$pkg) || exit 1; \
 	done
 
 # bench runs the Go benchmarks, then the end-to-end benchmark of
