@@ -17,12 +17,12 @@ RUNTIME_SUITES := test/policy.bats test/demo.bats
 # test-bats-RUNTIME: the same files and assertions as for the in-tree
 # runtime, with RUNTIME switching the daemon (test/helpers.bash).
 test-bats-crio: build $(CRIO_BUILD)
-	RUNTIME=crio $(BATS) $(RUNTIME_SUITES)
-	NRIGATE_E2E_RUNTIME=crio $(GO) test -count=1 -tags "$(BUILDTAGS)" ./test/e2e -ginkgo.focus '$(E2E_RUNTIME_FOCUS)'
+	RUNTIME=crio hack/test-summary.sh bats "RUNTIME=crio bats $(RUNTIME_SUITES)" $(TESTLOGS)/policy-crio.tap -- $(BATS) --tap $(RUNTIME_SUITES)
+	NRIGATE_E2E_RUNTIME=crio hack/test-summary.sh go "e2e restart loop (crio)" $(TESTLOGS)/e2e-crio.json -- $(GO) test -count=1 -tags "$(BUILDTAGS)" ./test/e2e -ginkgo.focus '$(E2E_RUNTIME_FOCUS)'
 
 test-bats-containerd: build $(CONTAINERD_BUILD)
-	RUNTIME=containerd $(BATS) $(RUNTIME_SUITES)
-	NRIGATE_E2E_RUNTIME=containerd $(GO) test -count=1 -tags "$(BUILDTAGS)" ./test/e2e -ginkgo.focus '$(E2E_RUNTIME_FOCUS)'
+	RUNTIME=containerd hack/test-summary.sh bats "RUNTIME=containerd bats $(RUNTIME_SUITES)" $(TESTLOGS)/policy-containerd.tap -- $(BATS) --tap $(RUNTIME_SUITES)
+	NRIGATE_E2E_RUNTIME=containerd hack/test-summary.sh go "e2e restart loop (containerd)" $(TESTLOGS)/e2e-containerd.json -- $(GO) test -count=1 -tags "$(BUILDTAGS)" ./test/e2e -ginkgo.focus '$(E2E_RUNTIME_FOCUS)'
 
 # Only for a runtime whose makefile is there (so `make test` under CI=true
 # does not fail for a runtime that has no build yet).

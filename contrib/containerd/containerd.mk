@@ -26,6 +26,6 @@ containerd-unit: containerd
 	bash contrib/containerd/build.sh unit
 
 test-containerd: install-deps build containerd containerd-check containerd-unit
-	$(BATS) contrib/containerd/test/*.bats
+	hack/test-summary.sh bats "bats contrib/containerd/test" $(TESTLOGS)/containerd-bats.tap -- $(BATS) --tap contrib/containerd/test/*.bats
 
 RUNTIME_TESTS += test-containerd

@@ -31,7 +31,7 @@ crio-nri-suite: crio
 	bash contrib/cri-o/nri-suite.sh
 
 test-crio: install-deps build crio crio-check crio-unit crio-nri-suite
-	$(BATS) contrib/cri-o/test/*.bats
+	hack/test-summary.sh bats "bats contrib/cri-o/test" $(TESTLOGS)/crio-bats.tap -- $(BATS) --tap contrib/cri-o/test/*.bats
 
 run-crio: install-deps build crio
 	bash contrib/cri-o/run.sh
