@@ -358,6 +358,52 @@ require_runtime() {
 
 # runtime_lacks WHAT WHY: skip a test that needs something $RUNTIME does not
 # have; make parity records the skip as "not applicable".
+# use_metrics: the next start_runtime serves $RUNTIME's metrics on a free
+# port of 127.0.0.1. Sets METRICS_PORT, METRICS_URL and the names each
+# runtime gives the policy's two series: METRIC_DECISIONS (by event,
+# outcome and plugin) and METRIC_PLUGIN_READY (by plugin, 1 or 0).
+use_metrics() {
+	require_cmd curl ss shuf
+	METRICS_PORT=$(free_port) || { echo "no free port in 19100-19299" >&2; return 1; }
+	case $RUNTIME in
+	nrigate)
+		METRICS_URL=http://127.0.0.1:$METRICS_PORT/metrics
+		METRIC_DECISIONS=nrigate_nri_policy_decisions_total
+		METRIC_PLUGIN_READY=nrigate_nri_plugin_ready
+		;;
+	crio)
+		METRICS_URL=http://127.0.0.1:$METRICS_PORT/metrics
+		METRIC_DECISIONS=container_runtime_crio_nri_policy_decisions_total
+		METRIC_PLUGIN_READY=container_runtime_crio_nri_plugin_ready
+		;;
+	containerd)
+		METRICS_URL=http://127.0.0.1:$METRICS_PORT/v1/metrics
+		METRIC_DECISIONS=containerd_nri_policy_decisions_total
+		METRIC_PLUGIN_READY=containerd_nri_policy_plugin_ready
+		;;
+	esac
+}
+
+# free_port: a TCP port in 19100-19299 that nothing listens on.
+free_port() {
+	local p
+	for p in $(shuf -i 19100-19299); do
+		[ -z "$(ss -Hltn "sport = :$p")" ] && { echo "$p"; return 0; }
+	done
+	return 1
+}
+
+# metric_value LINE_PREFIX: the value of the series whose line starts with
+# LINE_PREFIX in $METRICS_URL, or nothing.
+metric_value() {
+	curl -sf "$METRICS_URL" | awk -v p="$1" 'index($0, p " ") == 1 { print $2 }'
+}
+
+# metric_is LINE_PREFIX VALUE (for wait_for).
+metric_is() {
+	[ "$(metric_value "$1")" = "$2" ]
+}
+
 runtime_lacks() {
 	skip "not applicable on RUNTIME=$RUNTIME: $1 ($2)"
 }
@@ -387,6 +433,13 @@ write_crictl_config() {
 # start_runtime [POLICY_TOML]: see above. Sets DAEMON_PID, CRI_SOCK,
 # NRI_SOCK, CRICTL_CONFIG; the daemon logs to $TESTDIR/daemon.log.
 start_runtime() {
+	if [[ -n ${METRICS_PORT:-} && $RUNTIME == nrigate ]]; then
+		set -- "${1:-}
+[crio.metrics]
+enable_metrics = true
+metrics_host = \"127.0.0.1\"
+metrics_port = $METRICS_PORT"
+	fi
 	NRI_SOCK=$TESTDIR/nri.sock
 	mkdir -p "$TESTDIR/nri-plugins" "$TESTDIR/nri-conf" "$TESTDIR/crio.conf.d"
 	export NRI_SOCK
@@ -474,7 +527,7 @@ start_crio() {
 	local vars
 	# Not eval "$(...)": eval of an empty output succeeds and hides a failed script.
 	vars=$(CRIO_BINDIR=$RUNTIME_BINDIR CRI_SOCK=$CRI_SOCK NRI_SOCK=$NRI_SOCK NRI_REQUEST_TIMEOUT=1s \
-		PAUSE_IMAGE=$CRIO_PAUSE_IMAGE "$REPO_ROOT/contrib/cri-o/crio-test-config.sh" "$TESTDIR" "$1" \
+		PAUSE_IMAGE=$CRIO_PAUSE_IMAGE CRIO_METRICS_PORT=${METRICS_PORT:-} "$REPO_ROOT/contrib/cri-o/crio-test-config.sh" "$TESTDIR" "$1" \
 		2>"$TESTDIR/config-script.log") ||
 		{ cat "$TESTDIR/config-script.log" >&2; return 1; }
 	eval "$vars"
@@ -521,7 +574,7 @@ containerd_config() {
 	CNI_BRIDGE=nrg$(printf %s "$TESTDIR" | md5sum | cut -c1-10)
 	out=$(NRI_SOCK=$NRI_SOCK NRI_PLUGIN_DIR=$TESTDIR/nri-plugins NRI_PLUGIN_CONFIG_DIR=$TESTDIR/nri-conf \
 		NRI_PLUGIN_REQUEST_TIMEOUT=1s RUNC_ROOT=$TESTDIR/runc CNI_CONF_DIR=$TESTDIR/cni CNI_BRIDGE=$CNI_BRIDGE \
-		PAUSE_IMAGE=$CONTAINERD_PAUSE_IMAGE \
+		PAUSE_IMAGE=$CONTAINERD_PAUSE_IMAGE METRICS_ADDRESS=${METRICS_PORT:+127.0.0.1:$METRICS_PORT} \
 		"$REPO_ROOT/contrib/containerd/containerd-test-config.sh" "$s" "$1" 2>"$TESTDIR/config-script.log") ||
 		{ cat "$TESTDIR/config-script.log" >&2; return 1; }
 	CONTAINERD_CONFIG=$(sed -n 's/^CONFIG=//p' <<<"$out")

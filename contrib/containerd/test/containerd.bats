@@ -139,35 +139,3 @@ snapshots_are() {
 	[ "$status" -eq 0 ]
 	[ "$output" = guard ]
 }
-
-# free_metrics_port: a TCP port in 19300-19499 that nothing listens on.
-free_metrics_port() {
-	local p
-	for p in $(shuf -i 19300-19499); do
-		[ -z "$(ss -Hltn "sport = :$p")" ] && { echo "$p"; return; }
-	done
-	return 1
-}
-
-# metric NAME LABELS: the value of a series on containerd's /v1/metrics.
-metric() {
-	curl -fsS "http://$METRICS_ADDRESS/v1/metrics" | awk -v n="$1" -v l="$2" '$1 == n "{" l "}" { print $2 }'
-}
-
-@test "containerd: policy metrics: a refusal is counted, the plugin's readiness is a gauge" {
-	require_cmd curl ss
-	METRICS_ADDRESS=127.0.0.1:$(free_metrics_port)
-	export METRICS_ADDRESS
-	start_runtime "$(guard_policy fail)"
-	pod=$(nri_pod_config web)
-	pod_id=$(crictl_cmd runp "$pod")
-	cfg=$(ctr_config app sh -c 'exec sleep 1000')
-	run --separate-stderr crictl_cmd create "$pod_id" "$cfg" "$pod"
-	[ "$status" -ne 0 ]
-	[ "$(metric containerd_nri_policy_decisions_total 'event="CreateContainer",outcome="refused",plugin="guard"')" = 1 ]
-	[ "$(metric containerd_nri_policy_plugin_ready 'plugin="guard"')" = 0 ]
-
-	start_faulty
-	wait_for 10 nri_condition_is NRIPluginsReady true
-	wait_for 5 eval '[ "$(metric containerd_nri_policy_plugin_ready '"'"'plugin="guard"'"'"')" = 1 ]'
-}
