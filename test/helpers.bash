@@ -356,8 +356,6 @@ require_runtime() {
 	esac
 }
 
-# runtime_lacks WHAT WHY: skip a test that needs something $RUNTIME does not
-# have; make parity records the skip as "not applicable".
 # use_metrics: the next start_runtime serves $RUNTIME's metrics on a free
 # port of 127.0.0.1. Sets METRICS_PORT, METRICS_URL and the names each
 # runtime gives the policy's two series: METRIC_DECISIONS (by event,
@@ -404,6 +402,8 @@ metric_is() {
 	[ "$(metric_value "$1")" = "$2" ]
 }
 
+# runtime_lacks WHAT WHY: skip a test that needs something $RUNTIME does not
+# have; make parity records the skip as "not applicable".
 runtime_lacks() {
 	skip "not applicable on RUNTIME=$RUNTIME: $1 ($2)"
 }
