@@ -61,6 +61,13 @@ func (d *decisions) count(outcome nripolicy.Outcome, ev nripolicy.Event) int {
 	return n
 }
 
+// list returns a copy of the decisions so far.
+func (d *decisions) list() []nripolicy.Decision {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]nripolicy.Decision(nil), d.all...)
+}
+
 func (d *decisions) last() (nripolicy.Decision, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
