@@ -9,6 +9,9 @@
 #       skipped tests as they come (and the full output of each failed test
 #       at the end), keeps the JSON in LOG, and prints
 #       "NAME: N tests, P passed, F failed, S skipped" (subtests count).
+#       A ginkgo suite that writes its JSON report into $GINKGO_REPORT_DIR
+#       (the suites' ReportAfterSuite) counts as its specs, not as the one
+#       Go test that runs them; specs a focus filtered out count as skipped.
 #   hack/test-summary.sh bats NAME LOG -- bats ARGS...
 #       Runs `bats --tap ARGS...`, shows the TAP stream, keeps it in LOG and
 #       prints the same line.
@@ -32,8 +35,45 @@ summary() {
 	fi
 }
 
+# ginkgo_specs replaces, for each ginkgo report in $GINKGO_REPORT_DIR, the
+# Go test that ran the suite with the suite's It specs, and lists the
+# skipped ones with the reason (Skip's message, or not selected).
+ginkgo_specs() {
+	local reports=("$GINKGO_REPORT_DIR"/*.json)
+	[[ -e ${reports[0]} ]] || return 0
+	local counts
+	counts=$(jq -rs '[.[][]] as $suites
+		| [$suites[].SpecReports[] | select(.LeafNodeType == "It")] as $its
+		| [($suites | map(select(.SuiteSucceeded)) | length),
+		   ($suites | map(select(.SuiteSucceeded | not)) | length),
+		   ($its | length),
+		   ($its | map(select(.State == "passed")) | length),
+		   ($its | map(select(.State | IN("passed", "skipped", "pending") | not)) | length),
+		   ($its | map(select(.State | IN("skipped", "pending"))) | length)]
+		| map(tostring) | join(" ")' "${reports[@]}")
+	local suites_ok suites_failed specs spec_pass spec_fail spec_skip
+	read -r suites_ok suites_failed specs spec_pass spec_fail spec_skip <<<"$counts"
+	ran=$((ran - suites_ok - suites_failed + specs))
+	pass=$((pass - suites_ok + spec_pass))
+	fail=$((fail - suites_failed + spec_fail))
+	skip=$((skip + spec_skip))
+	if ((spec_skip > 0)); then
+		echo "=== skipped ginkgo specs and why ==="
+		jq -rs '[.[][] | .SuiteDescription as $s | .SpecReports[]
+			| select(.LeafNodeType == "It" and (.State | IN("skipped", "pending")))
+			| {s: $s, why: (if .State == "pending" then "pending"
+				elif (.Failure.Message // "") == "" then "not selected (focus or skip filter)"
+				else .Failure.Message end)}]
+			| group_by(.s, .why)[] | "\(.[0].s): \(length) specs: \(.[0].why)"' "${reports[@]}"
+	fi
+}
+
 case $kind in
 go)
+	# Absolute: each test binary runs in its package's directory.
+	GINKGO_REPORT_DIR="$(cd "$(dirname "$log")" && pwd)/$(basename "$log").ginkgo"
+	export GINKGO_REPORT_DIR
+	rm -rf "$GINKGO_REPORT_DIR" && mkdir -p "$GINKGO_REPORT_DIR"
 	"$@" -json >"$log.tmp" 2>&1 &
 	pid=$!
 	# Live view: package lines and the --- FAIL / --- SKIP lines of tests.
@@ -64,6 +104,7 @@ go)
 	fi
 	read -r ran pass fail skip < <(jq -rRs '[split("\n")[] | fromjson? | select(.Test != null and (.Action == "pass" or .Action == "fail" or .Action == "skip"))]
 		| "\(length) \(map(select(.Action == "pass")) | length) \(map(select(.Action == "fail")) | length) \(map(select(.Action == "skip")) | length)"' "$log")
+	ginkgo_specs
 	;;
 bats)
 	"$@" 2>&1 | tee "$log"

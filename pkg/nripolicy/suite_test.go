@@ -2,9 +2,11 @@ package nripolicy_test
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2/reporters"
 	. "github.com/onsi/gomega"
 
 	"github.com/nrigate/nrigate/pkg/nripolicy/internal/testrig"
@@ -33,4 +35,13 @@ var _ = BeforeSuite(func() {
 	bin, err := testrig.FaultyBinary()
 	Expect(err).NotTo(HaveOccurred())
 	faultyBin = bin
+})
+
+// With GINKGO_REPORT_DIR set (hack/test-summary.sh sets it), the suite
+// writes ginkgo's JSON report there, so that the summary counts the specs
+// rather than the one Go test that runs them.
+var _ = ReportAfterSuite("JSON report for hack/test-summary.sh", func(r Report) {
+	if dir := os.Getenv("GINKGO_REPORT_DIR"); dir != "" {
+		Expect(reporters.GenerateJSONReport(r, filepath.Join(dir, "nripolicy.json"))).To(Succeed())
+	}
 })

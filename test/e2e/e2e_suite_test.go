@@ -17,6 +17,7 @@ import (
 
 	"github.com/nrigate/nrigate/internal/testenv"
 	. "github.com/onsi/ginkgo/v2"
+	"github.com/onsi/ginkgo/v2/reporters"
 	. "github.com/onsi/gomega"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -27,6 +28,15 @@ func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "nrigate e2e")
 }
+
+// With GINKGO_REPORT_DIR set (hack/test-summary.sh sets it), the suite
+// writes ginkgo's JSON report there, so that the summary counts the specs
+// rather than the one Go test that runs them.
+var _ = ReportAfterSuite("JSON report for hack/test-summary.sh", func(r Report) {
+	if dir := os.Getenv("GINKGO_REPORT_DIR"); dir != "" {
+		Expect(reporters.GenerateJSONReport(r, filepath.Join(dir, "e2e.json"))).To(Succeed())
+	}
+})
 
 var (
 	repoRoot  string
