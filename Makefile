@@ -32,6 +32,7 @@ PLUGINS := $(notdir $(patsubst %/,%,$(dir $(wildcard contrib/plugins/*/main.go))
 # each makefile adds its build and test targets and appends its test
 # target to RUNTIME_TESTS, which make test runs after the in-tree suites.
 RUNTIME_TESTS :=
+-include contrib/nri/nri.mk
 -include contrib/cri-o/crio.mk
 -include contrib/containerd/containerd.mk
 -include test/runtimes.mk

@@ -1,14 +1,22 @@
-# hack/lib/upstream-series.sh: the part of building an upstream runtime with
-# our patch series that CRI-O (contrib/cri-o/build.sh) and containerd
-# (contrib/containerd/build.sh) share. Sourced; the caller sets
-#   REPO        this checkout
-#   HERE        the runtime's contrib directory (patches/, NAME.mk, build.sh)
-#   MK          the runtime's makefile name in HERE (crio.mk, containerd.mk)
-#   LABEL       the runtime's name in messages ("CRI-O", "containerd")
-#   MOD VERSION the released Go module and its version
-#   POLICY_MOD  the policy module's path, replaced by this checkout's copy
-#   TAGS GO     build tags and the go command
+# hack/lib/upstream-series.sh: building an upstream project with our patch
+# series. NRI (contrib/nri/build.sh), CRI-O (contrib/cri-o/build.sh) and
+# containerd (contrib/containerd/build.sh) source it. The caller sets
+#   REPO          this checkout
+#   HERE          the project's contrib directory (patches/, NAME.mk, build.sh)
+#   MK            the project's makefile name in HERE (nri.mk, crio.mk, ...)
+#   LABEL         the project's name in messages ("NRI", "CRI-O", ...)
+#   MOD VERSION   the released Go module and its version
+#   GO            the go command
+# and may set
+#   TAGS          build tags
+#   REPLACES      "module=dir ..." replaces for the build tree only, such as
+#                 the patched NRI tree for a runtime (never part of a patch)
+#   EXTRA_INPUTS  more files whose content a build depends on
 #   ALLOWED_MODULES the modules whose go.mod require lines the series may change
+
+# The identity that commits the pristine tree and applies the series in a
+# build tree. Authors of the patches are their own (git am keeps them).
+BUILD_GIT=(git -c user.name=nrigate-build -c user.email=build@localhost -c commit.gpgsign=false)
 
 # patches: the series, in order.
 patches() { ls "$HERE"/patches/*.patch 2>/dev/null | LC_ALL=C sort; }
@@ -16,10 +24,10 @@ patches() { ls "$HERE"/patches/*.patch 2>/dev/null | LC_ALL=C sort; }
 # inputs_hash: what a build depends on, so that an unchanged stamp skips it.
 inputs_hash() {
 	{
-		echo "$VERSION $TAGS"
+		echo "$VERSION ${TAGS:-} ${REPLACES:-}"
 		cat "$HERE/$MK" "$HERE/build.sh" "$REPO/hack/lib/upstream-series.sh"
-		for p in $(patches); do cat "$p"; done
-		(cd "$REPO/pkg/nripolicy" && find . -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) ! -name '*_test.go' | LC_ALL=C sort | xargs sha256sum)
+		local p
+		for p in $(patches) ${EXTRA_INPUTS:-}; do cat "$p"; done
 	} | sha256sum | cut -d' ' -f1
 }
 
@@ -31,8 +39,9 @@ pristine() {
 	echo "$dir"
 }
 
-# prepare DIR: a fresh copy of the pristine tree, the series applied, the
-# replace of the policy module by this checkout's added.
+# prepare DIR: a fresh copy of the pristine tree as a git repository of its
+# own, the series applied with git am (one commit per patch), and the
+# build-only replaces added to go.mod without a commit.
 prepare() {
 	local dst=$1 src p
 	src=$(pristine)
@@ -40,22 +49,40 @@ prepare() {
 	mkdir -p "$(dirname "$dst")"
 	cp -r "$src" "$dst"
 	chmod -R u+w "$dst"
-	# A repository of its own: git apply inside this checkout's work tree
-	# would take paths relative to it and silently skip the patches.
-	(cd "$dst" && git init -q && git add -A && git -c user.name=build -c user.email=build@localhost commit -q -m "$LABEL $VERSION")
+	# A repository of its own: git inside this checkout's work tree would
+	# take paths relative to it.
+	(cd "$dst" && git init -q && git add -A && "${BUILD_GIT[@]}" commit -q -m "$LABEL $VERSION")
 	for p in $(patches); do
-		(cd "$dst" && git apply --check "$p" && git apply "$p") ||
-			{ echo "patch $(basename "$p") does not apply to $LABEL $VERSION" >&2; return 1; }
+		(cd "$dst" && "${BUILD_GIT[@]}" am -q --keep-cr "$p") || {
+			echo "patch $(basename "$p") does not apply to $LABEL $VERSION with git am" >&2
+			(cd "$dst" && git am --abort 2>/dev/null)
+			return 1
+		}
 	done
-	(cd "$dst" && git diff --quiet) && { echo "the patch series changed nothing" >&2; return 1; }
-	(cd "$dst" && $GO mod edit -replace "$POLICY_MOD=$REPO/pkg/nripolicy")
+	[[ -z $(patches) ]] || (cd "$dst" && ! git diff --quiet HEAD~"$(patches | wc -l)" HEAD) ||
+		{ echo "the patch series changed nothing" >&2; return 1; }
+	add_replaces "$dst"
+}
+
+# add_replaces DIR: the REPLACES of the build tree, uncommitted.
+add_replaces() {
+	local r
+	for r in ${REPLACES:-}; do
+		(cd "$1" && $GO mod edit -replace "${r%%=*}=${r#*=}")
+	done
 }
 
 # touched_packages: the Go packages the series changes (./dir form).
 touched_packages() {
 	local p
 	for p in $(patches); do sed -n 's|^+++ b/\(.*\.go\)$|\1|p' "$p"; done |
-		xargs -r -n1 dirname | LC_ALL=C sort -u | sed 's|^|./|'
+		grep -v '^vendor/' | xargs -r -n1 dirname | LC_ALL=C sort -u | sed 's|^|./|'
+}
+
+# changed_go_files: the Go files the series adds or changes.
+changed_go_files() {
+	local p
+	for p in $(patches); do sed -n 's|^+++ b/\(.*\.go\)$|\1|p' "$p"; done | LC_ALL=C sort -u
 }
 
 # require_lines GO.MOD: "module version" of every require line.
@@ -66,7 +93,7 @@ require_lines() {
 # allowed MODULE: whether the series may change MODULE's require line.
 allowed() {
 	local m
-	for m in $ALLOWED_MODULES; do [[ $1 == "$m" ]] && return 0; done
+	for m in ${ALLOWED_MODULES:-}; do [[ $1 == "$m" ]] && return 0; done
 	return 1
 }
 
@@ -82,4 +109,54 @@ check_requires() {
 	done < <(diff <(require_lines "$1/go.mod") <(require_lines "$2/go.mod") |
 		sed -n 's/^[<>] \([^ ]*\) .*/\1/p' | LC_ALL=C sort -u)
 	return "$bad"
+}
+
+# check_gofmt DIR: the Go files the series changes are gofmt-clean.
+check_gofmt() {
+	local files unformatted
+	files=$(changed_go_files)
+	[[ -n $files ]] || return 0
+	unformatted=$(cd "$1" && gofmt -l $files)
+	if [[ -n $unformatted ]]; then
+		echo "gofmt needed: $unformatted"
+		return 1
+	fi
+	echo "gofmt: the changed Go files are formatted"
+}
+
+# check_signoff: every patch has one author, the same for the whole series,
+# and a Signed-off-by line (DCO) of that author; subjects are one line.
+check_signoff() {
+	local p from author="" bad=0
+	for p in $(patches); do
+		# The From: header, unfolded (format-patch folds long ones).
+		from=$(awk '/^From: / { f = substr($0, 7); while ((getline l) > 0 && l ~ /^[ \t]/) f = f l; print f; exit }' "$p")
+		if [[ -z $from ]]; then
+			echo "  $(basename "$p"): no From: header (not a git format-patch mail)"
+			bad=1
+			continue
+		fi
+		[[ -n $author ]] || author=$from
+		if [[ $from != "$author" ]]; then
+			echo "  $(basename "$p"): author $from, not the series' author $author"
+			bad=1
+		fi
+		if ! grep -qxF "Signed-off-by: $from" "$p"; then
+			echo "  $(basename "$p"): no Signed-off-by: $from"
+			bad=1
+		fi
+	done
+	((bad == 0)) && echo "DCO: $(patches | wc -l) patches authored and signed off by $author"
+	return "$bad"
+}
+
+# golangci_lint VERSION: the path of golangci-lint VERSION, installed with go
+# install into build/tools on first use (the version the project pins).
+golangci_lint() {
+	local dir=$REPO/build/tools/golangci-lint-$1
+	if [[ ! -x $dir/golangci-lint ]]; then
+		echo "installing golangci-lint $1 into $dir" >&2
+		(cd /tmp && GOFLAGS= GOBIN=$dir $GO install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$1") >&2 || return 1
+	fi
+	echo "$dir/golangci-lint"
 }

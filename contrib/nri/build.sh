@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# contrib/nri/build.sh: NRI v0.12.5 with the plugin policy series.
+#
+#   build.sh build    build/nri/src: the released module with the series
+#                     applied by git am (one commit per patch), compiled; the
+#                     runtimes build against it. Skipped when the stamp, a
+#                     hash of every input, is unchanged.
+#   build.sh check    NRI's own checks on a fresh copy with the series:
+#                     go.mod and go.sum unchanged, gofmt, go vet, NRI's
+#                     golangci-lint configuration with the golangci-lint
+#                     version NRI's CI pins, every patch authored and signed
+#                     off (DCO); build/nri/check is then the tree for NRI's
+#                     tests (make nri-check runs go test -race ./... there)
+#   build.sh selector the differential test of NRI's label selector against
+#                     k8s.io/apimachinery/pkg/labels (contrib/nri/selectortest)
+#   build.sh edit     build/nri/edit: a tree to change the series in (commit
+#                     there, then export)
+#   build.sh export   the commits of build/nri/edit as contrib/nri/patches
+#
+# The pristine source is the released module (go mod download).
+set -euo pipefail
+
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+HERE=$REPO/contrib/nri
+VERSION=${NRI_VERSION:-v0.12.5}
+MOD=github.com/containerd/nri
+OUT=$REPO/build/nri
+GO=${GO:-go}
+export GOFLAGS="-buildvcs=false"
+# The golangci-lint NRI's CI runs (.github/workflows/ci.yml: version v2.12).
+GOLANGCI_LINT_VERSION=${NRI_GOLANGCI_LINT_VERSION:-v2.12.2}
+# Number of differential fuzzing executions of the selector per run.
+SELECTOR_FUZZ=${NRI_SELECTOR_FUZZ:-20000x}
+
+MK=nri.mk
+LABEL=NRI
+# The series must not move NRI's requirements: every plugin author pulls them.
+ALLOWED_MODULES=
+# shellcheck source=../../hack/lib/upstream-series.sh
+. "$REPO/hack/lib/upstream-series.sh"
+
+cmd_build() {
+	local hash start
+	hash=$(inputs_hash)
+	if [[ -f $OUT/stamp && $(cat "$OUT/stamp") == "$hash" && -d $OUT/src ]]; then
+		echo "NRI $VERSION (patched) is up to date in $OUT/src"
+		return
+	fi
+	start=$SECONDS
+	rm -f "$OUT/stamp"
+	prepare "$OUT/src"
+	echo "building NRI $VERSION with $(patches | wc -l) patches"
+	(cd "$OUT/src" && $GO build ./... && $GO vet ./pkg/adaptation/...)
+	echo "$hash" >"$OUT/stamp"
+	echo "built $OUT/src in $((SECONDS - start))s"
+}
+
+cmd_check() {
+	local dir=$OUT/check src bad=0 lint
+	src=$(pristine)
+	echo "applying $(patches | wc -l) patches to a fresh copy of NRI $VERSION with git am"
+	prepare "$dir"
+	check_signoff || bad=1
+	if cmp -s "$src/go.mod" "$dir/go.mod" && cmp -s "$src/go.sum" "$dir/go.sum"; then
+		echo "go.mod, go.sum: unchanged (no new requirement for plugin authors)"
+	else
+		echo "go.mod or go.sum changed:"; diff "$src/go.mod" "$dir/go.mod" || true
+		bad=1
+	fi
+	check_gofmt "$dir" || bad=1
+	echo "go vet ./..."
+	(cd "$dir" && $GO vet ./...) || bad=1
+	lint=$(golangci_lint "$GOLANGCI_LINT_VERSION")
+	echo "golangci-lint $GOLANGCI_LINT_VERSION run ./... (NRI's .golangci.yml)"
+	(cd "$dir" && "$lint" run ./...) || bad=1
+	((bad == 0)) || { echo "nri-check failed" >&2; return 1; }
+	echo "nri-check ok"
+}
+
+cmd_selector() {
+	cmd_build
+	echo "go test -race ./... in contrib/nri/selectortest (seed corpus and table), then -fuzz $SELECTOR_FUZZ"
+	(cd "$HERE/selectortest" && $GO test -race -count=1 ./...)
+	(cd "$HERE/selectortest" && $GO test -run '^$' -fuzz '^FuzzSelectorMatchesKubernetes$' -fuzztime "$SELECTOR_FUZZ" .)
+}
+
+cmd_edit() {
+	prepare "$OUT/edit"
+	# The replaces are the build's, not the series'.
+	(cd "$OUT/edit" && git checkout -q go.mod 2>/dev/null || true)
+	echo "build/nri/edit: commit your changes there (one commit per patch), then: $0 export"
+}
+
+cmd_export() {
+	local dir=$OUT/edit base
+	[[ -d $dir/.git ]] || { echo "no $dir: run $0 edit first" >&2; return 1; }
+	base=$(cd "$dir" && git rev-list --max-parents=0 HEAD)
+	rm -f "$HERE"/patches/*.patch
+	(cd "$dir" && git format-patch -q --zero-commit --no-signature -o "$HERE/patches" "$base"..HEAD)
+	ls "$HERE/patches"
+}
+
+case ${1:-build} in
+build) cmd_build ;;
+check) cmd_check ;;
+selector) cmd_selector ;;
+edit) cmd_edit ;;
+export) cmd_export ;;
+*) echo "usage: $0 build|check|selector|edit|export" >&2; exit 2 ;;
+esac
