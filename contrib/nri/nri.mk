@@ -5,9 +5,10 @@
 #                   against (rebuilt only when an input changed)
 #   make nri-check  NRI's own checks on a fresh patched tree: go.mod
 #                   unchanged, gofmt, go vet, golangci-lint as NRI's CI runs
-#                   it, DCO; go test -race ./... of the whole module; and the
+#                   it, DCO; go test -race ./... of the whole module; the
 #                   differential test of NRI's label selector against
-#                   k8s.io/apimachinery/pkg/labels
+#                   k8s.io/apimachinery/pkg/labels; and contrib/nri/baseline,
+#                   what released v0.12.5 does with the same faults
 #
 # See contrib/nri/README.md (the pull request's text).
 
@@ -20,3 +21,4 @@ nri-check:
 	bash contrib/nri/build.sh check
 	cd build/nri/check && $(CURDIR)/hack/test-summary.sh go "NRI (patched): go test -race ./..." $(CURDIR)/$(TESTLOGS)/nri.json -- $(GO) test -race -count=1 ./...
 	bash contrib/nri/build.sh selector
+	cd contrib/nri/baseline && $(CURDIR)/hack/test-summary.sh go "NRI v0.12.5 baseline (unpatched)" $(CURDIR)/$(TESTLOGS)/nri-baseline.json -- $(GO) test -race -count=1 ./...
