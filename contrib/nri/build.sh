@@ -13,6 +13,11 @@
 #                     tests (make nri-check runs go test -race ./... there)
 #   build.sh selector the differential test of NRI's label selector against
 #                     k8s.io/apimachinery/pkg/labels (contrib/nri/selectortest)
+#   build.sh bench    the policy's Go benchmarks in build/nri/src, summarized
+#                     with benchstat: the CreateContainer relay with and without
+#                     the plugin required (the two interleave in each -count
+#                     round), the decision for 0/1/8/32 ready required plugins,
+#                     and how soon a plugin's readiness shows
 #   build.sh edit     build/nri/edit: a tree to change the series in (commit
 #                     there, then export)
 #   build.sh export   the commits of build/nri/edit as contrib/nri/patches
@@ -84,6 +89,31 @@ cmd_selector() {
 	(cd "$HERE/selectortest" && $GO test -run '^$' -fuzz '^FuzzSelectorMatchesKubernetes$' -fuzztime "$SELECTOR_FUZZ" .)
 }
 
+BENCHSTAT_VERSION=v0.0.0-20260908200009-22c9c6c9d4da
+cmd_bench() {
+	local out=$OUT/bench.txt bin=$OUT/adaptation.test rounds=${NRI_BENCH_ROUNDS:-10} i
+	local benchstat=$REPO/build/tools/benchstat-$BENCHSTAT_VERSION/benchstat
+	cmd_build
+	if [[ ! -x $benchstat ]]; then
+		(cd /tmp && GOBIN=$(dirname "$benchstat") $GO install "golang.org/x/perf/cmd/benchstat@$BENCHSTAT_VERSION")
+	fi
+	(cd "$OUT/src" && $GO test -c -o "$bin" ./pkg/adaptation/)
+	# One -count per run, $rounds runs: the relay with and without the
+	# plugin required alternate, so that load changes hit both alike.
+	echo "$rounds rounds of: adaptation.test -test.run '^\$' -test.bench 'CreateContainerRelay|RequiredPluginsDecision|RequiredPluginBecomesReady' -test.benchmem"
+	: >"$out"
+	for ((i = 0; i < rounds; i++)); do
+		(cd "$OUT/src/pkg/adaptation" && "$bin" -test.run '^$' -test.benchmem \
+			-test.bench 'CreateContainerRelay|RequiredPluginsDecision|RequiredPluginBecomesReady') |
+			grep -E '^(Benchmark|goos|goarch|pkg|cpu)' >>"$out"
+	done
+	echo "== CreateContainer relay: plugin not required (base) vs required"
+	"$benchstat" -filter '.name:CreateContainerRelay' -col /policy "$out"
+	echo "== the policy's decision, readiness latency"
+	"$benchstat" -filter '-.name:CreateContainerRelay' "$out"
+	echo "raw results: $out"
+}
+
 cmd_edit() {
 	prepare "$OUT/edit"
 	# The replaces are the build's, not the series'.
@@ -104,7 +134,8 @@ case ${1:-build} in
 build) cmd_build ;;
 check) cmd_check ;;
 selector) cmd_selector ;;
+bench) cmd_bench ;;
 edit) cmd_edit ;;
 export) cmd_export ;;
-*) echo "usage: $0 build|check|selector|edit|export" >&2; exit 2 ;;
+*) echo "usage: $0 build|check|selector|bench|edit|export" >&2; exit 2 ;;
 esac
