@@ -91,27 +91,52 @@ cmd_selector() {
 
 BENCHSTAT_VERSION=v0.0.0-20260908200009-22c9c6c9d4da
 cmd_bench() {
-	local out=$OUT/bench.txt bin=$OUT/adaptation.test rounds=${NRI_BENCH_ROUNDS:-10} i
+	local out=$OUT/bench.txt bin=$OUT/adaptation.test rounds=${NRI_BENCH_ROUNDS:-10} i v
 	local benchstat=$REPO/build/tools/benchstat-$BENCHSTAT_VERSION/benchstat
 	cmd_build
 	if [[ ! -x $benchstat ]]; then
 		(cd /tmp && GOBIN=$(dirname "$benchstat") $GO install "golang.org/x/perf/cmd/benchstat@$BENCHSTAT_VERSION")
 	fi
 	(cd "$OUT/src" && $GO test -c -o "$bin" ./pkg/adaptation/)
-	# One -count per run, $rounds runs: the relay with and without the
-	# plugin required alternate, so that load changes hit both alike.
-	echo "$rounds rounds of: adaptation.test -test.run '^\$' -test.bench 'CreateContainerRelay|RequiredPluginsDecision|RequiredPluginBecomesReady' -test.benchmem"
+	# Each round runs the relay with and without the plugin required in
+	# separate processes, in alternating order, so that neither always
+	# runs first or second: a paired ratio per round.
+	bench() { (cd "$OUT/src/pkg/adaptation" && "$bin" -test.run '^$' -test.benchmem -test.bench "$1") | grep -E '^(Benchmark|goos|goarch|pkg|cpu)'; }
+	echo "$rounds rounds of adaptation.test -test.bench: CreateContainerRelay/policy=none and =required (alternating order), RequiredPluginsDecision, RequiredPluginBecomesReady"
 	: >"$out"
 	for ((i = 0; i < rounds; i++)); do
-		(cd "$OUT/src/pkg/adaptation" && "$bin" -test.run '^$' -test.benchmem \
-			-test.bench 'CreateContainerRelay|RequiredPluginsDecision|RequiredPluginBecomesReady') |
-			grep -E '^(Benchmark|goos|goarch|pkg|cpu)' >>"$out"
+		for v in $( ((i % 2)) && echo "required none" || echo "none required"); do
+			bench "CreateContainerRelay/policy=$v\$" >>"$out"
+		done
+		bench 'RequiredPluginsDecision|RequiredPluginBecomesReady' >>"$out"
 	done
 	echo "== CreateContainer relay: plugin not required (base) vs required"
 	"$benchstat" -filter '.name:CreateContainerRelay' -col /policy "$out"
+	awk '/CreateContainerRelay\/policy=none/ { n[++a] = $3 } /CreateContainerRelay\/policy=required/ { r[++b] = $3 }
+		END { for (k = 1; k <= a; k++) printf "%.4f\n", r[k] / n[k] }' "$out" | paired_ratio
 	echo "== the policy's decision, readiness latency"
 	"$benchstat" -filter '-.name:CreateContainerRelay' "$out"
 	echo "raw results: $out"
+}
+
+# paired_ratio: the median of the per-round ratios on stdin and its 95 %
+# interval by resampling the rounds (percentile bootstrap, 10000 draws).
+# Plain POSIX awk and sort: Debian's default awk (mawk) has no asort.
+paired_ratio() {
+	local ratios lo_hi
+	ratios=$(cat)
+	lo_hi=$(awk 'BEGIN { srand(1) } { x[n++] = $1 }
+		function median(a, m,   i, j, t, b) {
+			for (i = 0; i < m; i++) b[i] = a[i]
+			for (i = 1; i < m; i++) { t = b[i]; for (j = i - 1; j >= 0 && b[j] > t; j--) b[j + 1] = b[j]; b[j + 1] = t }
+			return m % 2 ? b[int(m / 2)] : (b[m / 2 - 1] + b[m / 2]) / 2
+		}
+		END { for (d = 0; d < 10000; d++) { for (i = 0; i < n; i++) s[i] = x[int(rand() * n)]; print median(s, n) } }' <<<"$ratios" |
+		sort -g | awk 'NR == 251 { lo = $1 } NR == 9751 { hi = $1 } END { printf "%.3f %.3f", lo, hi }')
+	sort -g <<<"$ratios" | awk -v lh="$lo_hi" '{ x[n++] = $1 } END {
+		split(lh, b, " ")
+		printf "paired ratio required/none: median %.3f, 95%% interval [%.3f, %.3f] over %d rounds\n", n % 2 ? x[int(n / 2)] : (x[n / 2 - 1] + x[n / 2]) / 2, b[1], b[2], n
+	}'
 }
 
 cmd_edit() {
