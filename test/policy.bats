@@ -143,6 +143,10 @@ fault_refuses_under_fail_only() {
 		create_ctr app
 		echo "fail_policy=$fp: $stderr"
 		[ "$status" -ne 0 ]
+		# The plugin's own error (nri-faulty's text) is what refused it,
+		# not the policy, and it reaches the client.
+		assert_contains "$stderr" "nri-faulty guard: injected error for CreateContainer"
+		assert_not_contains "$stderr" "is required for"
 		no_container
 		stop_faulty
 		stop_runtime
@@ -180,7 +184,11 @@ $global"
 	cfg=$(ctr_config app sh -c 'exec sleep 1000')
 	crictl_cmd create "$POD_ID" "$cfg" "$POD_JSON" >"$TESTDIR/create.out" 2>"$TESTDIR/create.err" &
 	create_pid=$!
-	sleep 1
+	# The create has reached the runtime; it must now wait for the plugin:
+	# crictl still running and no container, until the plugin is there.
+	wait_for 10 grep -q "$CREATE_LOGGED" "$TESTDIR/daemon.log"
+	kill -0 "$create_pid"
+	no_container
 	start_faulty
 	wait "$create_pid"
 	[ "$(injected_env "$(cat "$TESTDIR/create.out")")" = guard ]
@@ -363,6 +371,8 @@ guard_entry() {
 			[ "$status" -ne 0 ]
 			assert_refused CreateContainer default/web app "guard"
 			no_container
+			# The refusal is undone for the instance that acted on it.
+			wait_for 5 grep -q "acted RemoveContainer pod=default/web .*container=app$" "$TESTDIR/faulty20.log"
 		else
 			[ "$status" -eq 0 ]
 			[ "$(crictl_cmd ps -aq | wc -l)" -eq 1 ]
