@@ -3,8 +3,8 @@
 # policy, driven by crictl and the real bin/nri-faulty: a bad policy stops
 # it with pkg/nripolicy's text, an absent required plugin refuses a create
 # with FailedPrecondition and leaves nothing behind (containerd's metadata,
-# snapshots, netns), NRIPluginsReady follows the plugin,
-# and the plugin's adjustment reaches the container.
+# snapshots, netns), NRIPluginsReady follows the plugin, also across a crash
+# of containerd, and the plugin's adjustment reaches the container.
 # test/policy.bats runs the full policy suite on it (RUNTIME=containerd).
 
 bats_require_minimum_version 1.5.0
@@ -99,12 +99,34 @@ snapshots_are() {
 	[ "$(crictl_cmd info | jq -r '.nri.plugins[] | select(.key == "guard") | .state')" = ready ]
 }
 
-@test "containerd: the required plugin's adjustment reaches the container (NRI_FAULTY_ACTED)" {
+# guarded_container: containerd with guard required and running, and a
+# container app created in a pod web; sets ID.
+guarded_container() {
 	start_runtime "$(guard_policy fail)"
 	start_faulty
 	wait_for 10 nri_condition_is NRIPluginsReady true
+	local pod pod_id
 	pod=$(nri_pod_config web)
 	pod_id=$(crictl_cmd runp "$pod")
-	id=$(crictl_cmd create "$pod_id" "$(ctr_config app sh -c 'exec sleep 1000')" "$pod")
-	[ "$(injected_env "$id")" = guard ]
+	ID=$(crictl_cmd create "$pod_id" "$(ctr_config app sh -c 'exec sleep 1000')" "$pod")
+}
+
+@test "containerd: the required plugin's adjustment reaches the container (NRI_FAULTY_ACTED)" {
+	guarded_container
+	[ "$(injected_env "$ID")" = guard ]
+}
+
+@test "containerd: after kill -9 and a restart, NRIPluginsReady is false until the plugin is back, which is synchronized with the surviving pod and container" {
+	guarded_container
+	crictl_cmd start "$ID" >/dev/null
+	stop_faulty
+	stop_daemon KILL
+
+	runtime_start
+	[ "$(nri_condition NRIPluginsReady)" = false ]
+	start_faulty
+	wait_for 10 nri_condition_is NRIPluginsReady true
+	# The last ready line is the restarted plugin's: one pod, one container.
+	[ "$(grep 'ready (synchronized' "$TESTDIR/faulty.log" | tail -1 | sed 's/^[^ ]* //')" = "ready (synchronized 1 pods, 1 containers)" ]
+	[ "$(crictl_cmd inspect -o go-template --template '{{.status.state}}' "$ID")" = CONTAINER_RUNNING ]
 }
