@@ -85,16 +85,23 @@ exclude_namespaces = ["system"]'
 	assert_contains "$table" 'readiness = "condition"'
 }
 
-@test "a later drop-in's table of a plugin replaces the earlier one's whole table (CRI-O's drop-in rule)" {
-	runtime_config '[crio.nri.policy.plugins."guard"]
+@test "a later drop-in's table of a plugin replaces the earlier one's whole table; [crio.nri.policy]'s own keys merge key by key (CRI-O's drop-in rule)" {
+	runtime_config '[crio.nri.policy]
+exempt_static_pods = false
+[crio.nri.policy.plugins."guard"]
 fail_policy = "ignore"
 registration_wait = "3s"'
-	printf '[crio.nri.policy.plugins."guard"]\nreadiness = "network"\n' >"$CRIO_CONFIG_DIR/20-more.conf"
+	printf '[crio.nri.policy]\ntolerate_missing_plugins_annotation = "x"\n[crio.nri.policy.plugins."guard"]\nreadiness = "network"\n' \
+		>"$CRIO_CONFIG_DIR/20-more.conf"
 	table=$(guard_table)
 	# 20-more.conf's table alone: its readiness, the defaults for the rest.
 	assert_contains "$table" 'readiness = "network"'
 	assert_contains "$table" 'fail_policy = "fail"'
 	assert_contains "$table" 'registration_wait = "0s"'
+	# Both files' [crio.nri.policy] keys.
+	policy=$(crio_cmd config 2>/dev/null | sed -n '/^\[crio\.nri\.policy\]/,/^\[/p')
+	assert_contains "$policy" 'exempt_static_pods = false'
+	assert_contains "$policy" 'tolerate_missing_plugins_annotation = "x"'
 }
 
 @test "a bad SIGHUP reload keeps the old policy and logs why" {
