@@ -67,7 +67,7 @@ require_root() {
 require_cmd() {
 	local c
 	for c in "$@"; do
-		command -v "$c" >/dev/null || ci_skip "$c not installed (run make install-deps)"
+		command -v "$c" >/dev/null || { ci_skip "$c not installed (run make install-deps)"; return 1; }
 	done
 }
 
@@ -198,11 +198,13 @@ runtime_config() {
 }
 
 # crio_config POLICY_FILE: contrib/cri-o/crio-test-config.sh $TESTDIR, told
-# to use the 1s request timeout the suites expect.
+# to use $TESTDIR's sockets (whatever the caller's environment holds) and
+# the 1s request timeout the suites expect.
 crio_config() {
 	local vars
 	# Not eval "$(...)": eval of an empty output succeeds and hides a failed script.
-	vars=$(CRIO_BINDIR=$RUNTIME_BINDIR NRI_REQUEST_TIMEOUT=1s PAUSE_IMAGE=$CRIO_PAUSE_IMAGE \
+	vars=$(CRIO_BINDIR=$RUNTIME_BINDIR CRI_SOCK=$TESTDIR/crio.sock NRI_SOCK=$TESTDIR/nri.sock \
+		NRI_REQUEST_TIMEOUT=1s PAUSE_IMAGE=$CRIO_PAUSE_IMAGE \
 		CRIO_METRICS_PORT=${METRICS_PORT:-} "$REPO_ROOT/contrib/cri-o/crio-test-config.sh" "$TESTDIR" "$1" \
 		2>"$TESTDIR/config-script.log") ||
 		{ cat "$TESTDIR/config-script.log" >&2; return 1; }
