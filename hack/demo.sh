@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
-# hack/demo.sh (make demo): a scripted walk-through of nrigate's NRI policy.
-# It starts its own daemon on temporary sockets and directories with the
+# hack/demo.sh (make demo): a scripted walk-through of the NRI policy on
+# patched CRI-O (RUNTIME=crio, the default) or containerd (RUNTIME=containerd).
+# It starts its own runtime on temporary sockets and directories with the
 # demo policy of contrib/demo/crio.conf.d (plugin nri-faulty required,
 # fail_policy = "fail", registration_wait = "3s", namespace "system"
 # exempt), drives it with crictl and the real bin/nri-faulty plugin, and
 # removes everything on exit. Exit code 0 only if every step behaved as
-# described. Needs root, runc, conmon, crictl, jq, busybox-static and
-# `make build`.
+# described; 2 if a prerequisite is missing (root, runc, crictl, jq,
+# busybox-static, `make build` and `make $RUNTIME`).
 set -uo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export REPO_ROOT
-# The BATS helpers start and clean up the daemon; reuse them as they are.
+# The BATS helpers start and clean up the runtime; reuse them as they are.
 # shellcheck source=../test/helpers.bash
 source "$REPO_ROOT/test/helpers.bash"
 
@@ -33,36 +34,27 @@ check() {
 	if "$@"; then ok "$what"; else fail "$what"; fi
 }
 
-for c in runc crictl jq ip; do
-	command -v "$c" >/dev/null || { echo "demo: $c not installed (run make install-deps)" >&2; exit 2; }
-done
-[[ $(id -u) -eq 0 ]] || { echo "demo: needs root" >&2; exit 2; }
-[[ -x $NRIGATE_BINARY && -x $NRI_FAULTY_BINARY ]] || { echo "demo: run make build first" >&2; exit 2; }
-# require_runtime skips in the suites; here a missing runtime is exit 2.
-skip() { echo "demo: $*" >&2; exit 2; }
-require_runtime || exit 2
+setup_tmpdir
+TEST_IMAGE=$TESTDIR/busybox.tar
+[[ -x /bin/busybox ]] && command -v jq >/dev/null && "$REPO_ROOT/hack/make-test-image.sh" "$TEST_IMAGE" >/dev/null
+# require_suite skips in the suites; here a missing prerequisite is exit 2.
+skip() {
+	echo "demo: $*" >&2
+	cleanup_tmpdir
+	exit 2
+}
+require_suite || skip "see above"
 unset -f skip
 
 cleanup() {
-	if [[ -n $PLUGIN_PID ]]; then
-		kill -KILL "$PLUGIN_PID" 2>/dev/null
-		{ wait "$PLUGIN_PID"; } 2>/dev/null
-	fi
+	stop_plugins 2>/dev/null
 	stop_runtime
 	cleanup_tmpdir
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-setup_tmpdir
 CONTROL=$TESTDIR/plugin.mode
-
-start_plugin() {
-	: >"$CONTROL"
-	"$NRI_FAULTY_BINARY" --name "$PLUGIN" --socket "$NRI_SOCK" --control "$CONTROL" \
-		--log-file "$TESTDIR/plugin.log" >/dev/null &
-	PLUGIN_PID=$!
-}
 
 # create NAME POD_ID POD_JSON: crictl create; sets OUT (id) and ERR.
 create() {
@@ -70,10 +62,7 @@ create() {
 	cfg=$(ctr_config "$1" sh -c 'exec sleep 1000')
 	OUT=$(crictl_cmd create "$2" "$cfg" "$3" 2>"$TESTDIR/err") && CREATE_RC=0 || CREATE_RC=$?
 	# crictl quotes the gRPC message: keep only the policy's text, unescaped.
-	ERR=$(<"$TESTDIR/err")
-	ERR=${ERR##*desc = }
-	ERR=${ERR//\\\"/\"}
-	ERR=${ERR%\"}
+	ERR=$(crictl_desc "$(<"$TESTDIR/err")")
 }
 
 refused() {
@@ -88,9 +77,7 @@ refused_not_acted() {
 
 say "starting $RUNTIME in $TESTDIR with the demo policy:"
 sed -n '/^\[/,$p' "$REPO_ROOT/contrib/demo/crio.conf.d/10-nri-faulty.conf" | sed 's/^/   /'
-TEST_IMAGE=$TESTDIR/busybox.tar
-build_test_image "$TEST_IMAGE" || { echo "demo: cannot build the test image" >&2; exit 2; }
-# RUNTIME (nrigate, crio or containerd) selects the daemon, as in the BATS suites.
+# RUNTIME (crio or containerd) selects the runtime, as in the BATS suites.
 start_runtime "$(cat "$REPO_ROOT/contrib/demo/crio.conf.d/10-nri-faulty.conf")" ||
 	{ echo "demo: $RUNTIME did not start:" >&2; tail -20 "$TESTDIR/daemon.log" >&2; exit 1; }
 ok "$RUNTIME up, test image imported"
@@ -117,7 +104,8 @@ else
 fi
 
 say "4. start the plugin: bin/nri-faulty --name $PLUGIN"
-start_plugin
+: >"$CONTROL"
+check "the plugin is synchronized" start_plugin PLUGIN_PID "$TESTDIR/plugin.log" --name "$PLUGIN" --control "$CONTROL"
 check "NRIPluginsReady=true within 10s" wait_for 10 nri_condition_is NRIPluginsReady true
 
 say "5. a container is created and the plugin injected its env var"

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Build a small busybox OCI image from Debian's busybox-static without any
 # network: one layer tar and an OCI layout written by hand, then packed as an
-# oci-archive.
+# oci-archive. The suites' test image, and the stand-in for the
+# quay.io/crio/fedora-crio-ci:latest image of CRI-O's own NRI suite
+# (contrib/cri-o/nri-suite.sh), which runs sh, sleep, echo, grep and stat.
 #
 # Usage: hack/make-test-image.sh OUT.tar [NAME]
 #   OUT.tar  the oci-archive to write (its directory must exist)
 #   NAME     the org.opencontainers.image.ref.name annotation of index.json
-#            (default "latest"); a full image name (with a "/") is the name
-#            nrigate stores an `oci-archive:OUT.tar` pull under, otherwise
-#            it is localhost/<file name>:latest.
+#            (default "latest"); ctr images import names the image by it.
 set -euo pipefail
 
 out=${1:?usage: $0 OUT.tar [NAME]}
@@ -23,8 +23,9 @@ root=$work/rootfs
 layout=$work/layout
 mkdir -p "$root"/{bin,etc,tmp,proc,sys,dev,root} "$layout/blobs/sha256"
 cp "$busybox" "$root/bin/busybox"
-# Applets the tests and demo use, as symlinks so the layer stays ~2 MB.
-for a in sh ash cat echo env hostname id ls mkdir ps sleep sync true false top kill wc head grep ip; do
+# Applets the tests, the demo and CRI-O's NRI suite use, as symlinks so the
+# layer stays ~2 MB.
+for a in sh ash cat echo env hostname id ls mkdir ps sleep sync true false top kill wc head tail grep ip stat test cut; do
 	ln -s busybox "$root/bin/$a"
 done
 echo 'root:x:0:0:root:/root:/bin/sh' >"$root/etc/passwd"

@@ -24,7 +24,9 @@
 # NRI_PLUGIN_REGISTRATION_TIMEOUT (5s), RUNC_ROOT, CNI_CONF_DIR (a conflist
 # is written there unless it already holds one), CNI_BRIDGE, CNI_SUBNET,
 # PAUSE_IMAGE (registry.k8s.io/pause:3.10.2), RUNC (command -v runc),
-# LOG_LEVEL (info), METRICS_ADDRESS (host:port of /v1/metrics; none by default).
+# LOG_LEVEL (info), METRICS_ADDRESS (host:port of /v1/metrics; none by default),
+# ENABLE_NRI (true; false sets the NRI plugin's disable = true, as the
+# benchmark's mode (a)).
 #
 # Prints the paths it chose as KEY=VALUE lines (CRI_SOCK, NRI_SOCK,
 # RUNC_ROOT, CNI_CONF_DIR, CNI_BRIDGE, CONFIG) so a caller can eval them.
@@ -49,6 +51,11 @@ PAUSE_IMAGE=${PAUSE_IMAGE:-registry.k8s.io/pause:3.10.2}
 RUNC=${RUNC:-$(command -v runc || echo /usr/sbin/runc)}
 LOG_LEVEL=${LOG_LEVEL:-info}
 METRICS_ADDRESS=${METRICS_ADDRESS:-}
+case ${ENABLE_NRI:-true} in
+true) NRI_DISABLE=false ;;
+false) NRI_DISABLE=true ;;
+*) echo "$0: ENABLE_NRI=$ENABLE_NRI: true or false" >&2; exit 2 ;;
+esac
 
 mkdir -p "$NRI_PLUGIN_DIR" "$NRI_PLUGIN_CONFIG_DIR" "$CNI_CONF_DIR" "$RUNC_ROOT"
 if ! compgen -G "$CNI_CONF_DIR/*.conflist" >/dev/null; then
@@ -102,7 +109,7 @@ cat >"$dir/config.toml" <<-TOML
 	    sandbox = "$PAUSE_IMAGE"
 
 	[plugins."io.containerd.nri.v1.nri"]
-	  disable = false
+	  disable = $NRI_DISABLE
 	  socket_path = "$NRI_SOCK"
 	  plugin_path = "$NRI_PLUGIN_DIR"
 	  plugin_config_path = "$NRI_PLUGIN_CONFIG_DIR"

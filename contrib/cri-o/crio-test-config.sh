@@ -16,7 +16,8 @@
 # Environment: CRIO_BINDIR (pinns; default bin/), CRI_SOCK (default
 # DIR/crio.sock), NRI_SOCK (default DIR/nri.sock), NRI_REQUEST_TIMEOUT
 # (default 2s), PAUSE_IMAGE (default registry.k8s.io/pause:3.10.1),
-# CRIO_LOG_LEVEL (default info), CRIO_METRICS_PORT (enables metrics).
+# CRIO_LOG_LEVEL (default info), CRIO_METRICS_PORT (enables metrics),
+# ENABLE_NRI (default true; false turns NRI off, as the benchmark's mode (a)).
 set -euo pipefail
 
 [[ $# -ge 1 && -n $1 ]] || { echo "usage: $0 DIR [POLICY_TOML_FILE]" >&2; exit 2; }
@@ -94,7 +95,7 @@ network_dir = "$DIR/cni"
 plugin_dirs = ["/usr/lib/cni"]
 
 [crio.nri]
-enable_nri = true
+enable_nri = ${ENABLE_NRI:-true}
 nri_listen = "$NRI_SOCK"
 nri_plugin_dir = "$DIR/nri-plugins"
 nri_plugin_config_dir = "$DIR/nri-conf"

@@ -10,7 +10,7 @@
 #   make test-crio    crio-check, CRI-O's unit tests of the touched packages
 #                     (-race), CRI-O's own NRI suite (no policy; a policy that
 #                     excludes its pods) and contrib/cri-o/test/*.bats
-#   make     patched CRI-O in the foreground on /var/run/crio/crio.sock
+#   make run-crio     patched CRI-O in the foreground on /var/run/crio/crio.sock
 #                     with the sample policy (make run)
 #
 # See contrib/cri-o/README.md and docs/cri-o.md.

@@ -32,7 +32,9 @@ cleanup() {
 trap 'cleanup; rm -rf "$WORK"' EXIT
 
 [[ -x $BIN/crio-nri.test && -x $BIN/crio ]] || { echo "$BIN/crio or crio-nri.test missing (make crio-nri-suite)" >&2; exit 1; }
-"$HERE/make-ci-image.sh" "$WORK/ci-image" >/dev/null || exit 1
+# The suite's quay.io/crio/fedora-crio-ci:latest: the suites' busybox test
+# image has every command it runs.
+"$REPO/hack/make-test-image.sh" "$WORK/ci-image.tar" >/dev/null || exit 1
 
 # run NAME [POLICY_FILE]: one instance, the suite, its counts checked.
 run() {
@@ -40,7 +42,7 @@ run() {
 	shift
 	eval "$(NRI_REQUEST_TIMEOUT=2s "$HERE/crio-test-config.sh" "$dir" "$@")"
 	bridge=$CRIO_CNI_BRIDGE
-	"$HERE/crio-import-image.sh" "$dir" "$WORK/ci-image" "$CI_IMAGE" "$PAUSE_IMAGE" >"$dir/import.log" 2>&1 ||
+	"$HERE/crio-import-image.sh" "$dir" "$WORK/ci-image.tar" "$CI_IMAGE" "$PAUSE_IMAGE" >"$dir/import.log" 2>&1 ||
 		{ cat "$dir/import.log"; return 1; }
 	"$BIN/crio" --config "$CRIO_CONFIG" --config-dir "$CRIO_CONFIG_DIR" >"$dir/crio.log" 2>&1 &
 	CRIO_PID=$!

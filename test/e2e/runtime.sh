@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
-# test/e2e/runtime.sh: start and stop a runtime for the Go suites (the e2e
-# restart-loop spec, cmd/nrigate-bench) with the very helpers the BATS
-# suites use, so that each runtime's config exists once (test/helpers.bash).
+# test/e2e/runtime.sh: start and stop a runtime for the Go suites (test/e2e)
+# and tools/nri-bench (both through test/critest) with the very helpers the
+# BATS suites use, so that each runtime's config exists once (test/helpers.bash).
 #
-#   RUNTIME=crio|containerd|nrigate TEST_IMAGE=busybox.tar runtime.sh start DIR POLICY_TOML_FILE
+#   RUNTIME=crio|containerd TEST_IMAGE=busybox.tar runtime.sh start DIR POLICY_TOML_FILE
 #       starts the runtime with every path under DIR (a short path: unix
-#       sockets), prints KEY=VALUE lines (CRI_SOCK, NRI_SOCK, DAEMON_PID)
-#       and keeps them in DIR/runtime.env; the daemon logs to DIR/daemon.log.
+#       sockets), prints KEY=VALUE lines (CRI_SOCK, NRI_SOCK, DAEMON_PID,
+#       METRICS_URL...) and keeps them in DIR/runtime.env; the daemon logs to
+#       DIR/daemon.log. ENABLE_NRI=false turns NRI off; RUNTIME_METRICS=1
+#       serves the runtime's metrics. Exit code 3: a prerequisite is missing.
 #   runtime.sh stop DIR
 #       removes pods and containers, stops the daemon and removes what it left.
 set -uo pipefail
-REPO_ROOT=${REPO_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
-export REPO_ROOT
 cmd=${1:?usage: runtime.sh start DIR POLICY_FILE | stop DIR}
 TESTDIR=${2:?DIR}
 export TESTDIR
 # shellcheck source=../helpers.bash
-source "$REPO_ROOT/test/helpers.bash"
+source "$(dirname "${BASH_SOURCE[0]}")/../helpers.bash"
+# require_suite skips in the suites; here a missing prerequisite is exit 3.
 skip() {
 	echo "runtime.sh: $*" >&2
 	exit 3
@@ -24,8 +25,11 @@ skip() {
 
 case $cmd in
 start)
-	require_runtime || exit 3
 	: "${TEST_IMAGE:?TEST_IMAGE (the busybox OCI archive) must be set}"
+	require_suite || exit 3
+	if [[ -n ${RUNTIME_METRICS:-} ]]; then
+		use_metrics || exit 3
+	fi
 	start_runtime "$(cat "${3:-/dev/null}")" || { tail -30 "$TESTDIR/daemon.log" >&2; exit 1; }
 	{
 		echo "RUNTIME=$RUNTIME"
@@ -34,6 +38,7 @@ start)
 		echo "DAEMON_PID=$DAEMON_PID"
 		echo "CRICTL_CONFIG=$CRICTL_CONFIG"
 		echo "CNI_BRIDGE=${CNI_BRIDGE:-}"
+		echo "METRICS_URL=${METRICS_URL:-}"
 	} | tee "$TESTDIR/runtime.env"
 	;;
 stop)
@@ -42,13 +47,6 @@ stop)
 	# shellcheck disable=SC1091
 	source "$TESTDIR/runtime.env"
 	set +a
-	if [[ $RUNTIME == nrigate && -n $DAEMON_PID ]]; then
-		# Not our child: stop_nrigate's wait returns at once; poll instead.
-		crictl_cmd rmp -fa >/dev/null 2>&1 || true
-		kill -TERM "$DAEMON_PID" 2>/dev/null
-		for _ in $(seq 200); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.05; done
-		DAEMON_PID=
-	fi
 	stop_runtime
 	;;
 *)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nrigate/nrigate/internal/critest"
+	"github.com/nrigate/nrigate/test/critest"
 )
 
 const (
@@ -38,9 +37,9 @@ func restartLoop(d *daemon, count int, stop <-chan struct{}) (lives *atomic.Int6
 				return
 			default:
 			}
-			cmd := exec.Command(filepath.Join(repoRoot, "bin/nri-faulty"), "--name", "guard", "--idx", "10",
-				"--socket", d.nriSock, "--mode", "exit-after", "--count", fmt.Sprint(count),
-				"--fault-events", "CreateContainer", "--log-file", filepath.Join(d.dir, "faulty.log"))
+			cmd := exec.Command(faultyBin, "--name", "guard", "--idx", "10",
+				"--socket", d.NRISock, "--mode", "exit-after", "--count", fmt.Sprint(count),
+				"--fault-events", "CreateContainer", "--log-file", d.faultyLog())
 			if err := cmd.Start(); err != nil {
 				return
 			}
@@ -63,7 +62,7 @@ func restartLoop(d *daemon, count int, stop <-chan struct{}) (lives *atomic.Int6
 // acted reports whether the created container's spec carries the plugin's
 // env var and annotation.
 func acted(d *daemon, id string) bool {
-	r, err := d.rt.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
+	r, err := d.RT.ContainerStatus(context.Background(), &runtimeapi.ContainerStatusRequest{ContainerId: id, Verbose: true})
 	Expect(err).NotTo(HaveOccurred())
 	var info struct {
 		RuntimeSpec struct {
@@ -80,7 +79,7 @@ var _ = Describe("a required plugin restarting in a loop", func() {
 		d := startDaemon(`[crio.nri.policy.plugins.guard]
 fail_policy = "fail"
 registration_wait = "10s"
-`)
+`, false)
 		stop := make(chan struct{})
 		lives, done := restartLoop(d, 7, stop)
 		defer func() { close(stop); <-done }()
@@ -101,7 +100,7 @@ registration_wait = "10s"
 				defer wg.Done()
 				for i := range total / workers {
 					name := fmt.Sprintf("c%d-%d", w, i)
-					r, err := d.rt.CreateContainer(context.Background(), &runtimeapi.CreateContainerRequest{
+					r, err := d.RT.CreateContainer(context.Background(), &runtimeapi.CreateContainerRequest{
 						PodSandboxId: podID, SandboxConfig: podCfg,
 						Config: critest.ContainerConfig(name),
 					})
@@ -139,7 +138,7 @@ registration_wait = "10s"
 		Expect(escapes).To(Equal(0), "containers created without the plugin's injection")
 
 		// Refused creations leave nothing behind.
-		l, err := d.rt.ListContainers(context.Background(), &runtimeapi.ListContainersRequest{})
+		l, err := d.RT.ListContainers(context.Background(), &runtimeapi.ListContainersRequest{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(l.Containers).To(HaveLen(len(created)))
 	})

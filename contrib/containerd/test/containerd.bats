@@ -2,34 +2,17 @@
 # The patched containerd (bin/containerd from make containerd) with the NRI
 # policy, driven by crictl and the real bin/nri-faulty: a bad policy stops
 # it with pkg/nripolicy's text, an absent required plugin refuses a create
-# with FailedPrecondition and leaves nothing behind, NRIPluginsReady follows
-# the plugin, and the plugin's adjustment reaches the container.
+# with FailedPrecondition and leaves nothing behind (containerd's metadata,
+# snapshots, netns), NRIPluginsReady follows the plugin, also across a crash
+# of containerd, and the plugin's adjustment reaches the container.
 # test/policy.bats runs the full policy suite on it (RUNTIME=containerd).
 
 bats_require_minimum_version 1.5.0
 
 RUNTIME=containerd
-REPO_ROOT=$(cd "$BATS_TEST_DIRNAME/../../.." && pwd)
-load "$REPO_ROOT/test/helpers"
+load "$BATS_TEST_DIRNAME/../../../test/helpers"
 
-setup_file() {
-	setup_test_image_file
-}
-
-setup() {
-	require_root
-	require_runtime
-	require_cmd crictl jq ip
-	[[ -f $TEST_IMAGE ]] || ci_skip "test image not built (needs busybox-static and jq)"
-	[[ -x $NRI_FAULTY_BINARY ]] || ci_skip "$NRI_FAULTY_BINARY not built (run make build)"
-	setup_tmpdir
-}
-
-teardown() {
-	stop_faulty
-	stop_runtime
-	cleanup_tmpdir
-}
+# setup_file, setup and teardown: the helpers' defaults.
 
 # guard_policy FAIL_POLICY: the policy of plugin guard, in CRI-O syntax
 # (the one description every runtime's config is generated from).
@@ -48,17 +31,9 @@ snapshots_are() {
 }
 
 @test "containerd: a bad policy value stops it, naming the key and the value in pkg/nripolicy's text" {
-	require_binary
-	# The in-tree runtime's message for the same policy: pkg/nripolicy's
-	# text after its own table prefix.
-	mkdir -p "$TESTDIR/intree.d"
-	: >"$TESTDIR/intree.conf"
-	{ printf '[crio.nri]\nenable_nri = true\n'; guard_policy bogus; } >"$TESTDIR/intree.d/10-policy.conf"
-	run -1 "$NRIGATE_BINARY" -c "$TESTDIR/intree.conf" -d "$TESTDIR/intree.d" config
-	assert_contains "$output" 'crio.nri.policy.plugins."guard".fail_policy = "bogus"'
-	want=${output#*crio.nri.policy.}
-	[[ $want == 'plugins."guard".fail_policy = "bogus": '* ]]
-
+	# The policy's text, which CRI-O prints after its crio.nri.policy.
+	# (test/policy.bats asserts it on both runtimes).
+	want='plugins."guard".fail_policy = "bogus": allowed values are "fail", "ignore" (alias "skip")'
 	start_runtime "$(guard_policy bogus)" && started=yes || started=no
 	[ "$started" = no ]
 	log=$(cat "$TESTDIR/daemon.log")
@@ -69,10 +44,8 @@ snapshots_are() {
 }
 
 @test "containerd: a policy naming plugins with NRI disabled stops it" {
-	guard_policy fail >"$TESTDIR/policy.toml"
-	"$REPO_ROOT/contrib/containerd/containerd-test-config.sh" "$TESTDIR/containerd" "$TESTDIR/policy.toml" >/dev/null
-	sed -i 's/^\([[:space:]]*\)disable = false/\1disable = true/' "$TESTDIR/containerd/config.toml"
-	run -1 timeout 20 "$RUNTIME_BINDIR/containerd" --config "$TESTDIR/containerd/config.toml"
+	ENABLE_NRI=false runtime_config "$(guard_policy fail)"
+	run -1 timeout 20 "$RUNTIME_BINDIR/containerd" --config "$CONTAINERD_CONFIG"
 	assert_contains "$output" 'plugins."io.containerd.nri.v1.nri".policy.plugins = ["guard"]: NRI is disabled (disable = true)'
 }
 
@@ -126,16 +99,34 @@ snapshots_are() {
 	[ "$(crictl_cmd info | jq -r '.nri.plugins[] | select(.key == "guard") | .state')" = ready ]
 }
 
-@test "containerd: the required plugin's adjustment reaches the container (NRI_FAULTY_ACTED)" {
+# guarded_container: containerd with guard required and running, and a
+# container app created in a pod web; sets ID.
+guarded_container() {
 	start_runtime "$(guard_policy fail)"
 	start_faulty
 	wait_for 10 nri_condition_is NRIPluginsReady true
+	local pod pod_id
 	pod=$(nri_pod_config web)
 	pod_id=$(crictl_cmd runp "$pod")
-	cfg=$(ctr_config app sh -c 'exec sleep 1000')
-	id=$(crictl_cmd create "$pod_id" "$cfg" "$pod")
-	crictl_cmd start "$id" >/dev/null
-	run --separate-stderr crictl_cmd exec -s "$id" sh -c 'echo "$NRI_FAULTY_ACTED"'
-	[ "$status" -eq 0 ]
-	[ "$output" = guard ]
+	ID=$(crictl_cmd create "$pod_id" "$(ctr_config app sh -c 'exec sleep 1000')" "$pod")
+}
+
+@test "containerd: the required plugin's adjustment reaches the container (NRI_FAULTY_ACTED)" {
+	guarded_container
+	[ "$(injected_env "$ID")" = guard ]
+}
+
+@test "containerd: after kill -9 and a restart, NRIPluginsReady is false until the plugin is back, which is synchronized with the surviving pod and container" {
+	guarded_container
+	crictl_cmd start "$ID" >/dev/null
+	stop_faulty
+	stop_daemon KILL
+
+	runtime_start
+	[ "$(nri_condition NRIPluginsReady)" = false ]
+	start_faulty
+	wait_for 10 nri_condition_is NRIPluginsReady true
+	# The last ready line is the restarted plugin's: one pod, one container.
+	[ "$(grep 'ready (synchronized' "$TESTDIR/faulty.log" | tail -1 | sed 's/^[^ ]* //')" = "ready (synchronized 1 pods, 1 containers)" ]
+	[ "$(crictl_cmd inspect -o go-template --template '{{.status.state}}' "$ID")" = CONTAINER_RUNNING ]
 }

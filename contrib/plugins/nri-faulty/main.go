@@ -27,7 +27,8 @@
 // Every line the plugin logs starts with an RFC 3339 timestamp with
 // nanoseconds. After Synchronize it logs "ready", also to stdout, so that a
 // test can wait for it; each request it acted on is logged as
-// "acted EVENT pod=NAMESPACE/NAME uid=UID container=NAME".
+// "acted EVENT pod=NAMESPACE/NAME uid=UID container=NAME". On SIGUSR1 it
+// logs "stats goroutines=N", for leak tests (its fds are in /proc).
 package main
 
 import (
@@ -37,9 +38,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/containerd/nri/pkg/api"
@@ -405,6 +409,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	usr1 := make(chan os.Signal, 1)
+	signal.Notify(usr1, syscall.SIGUSR1)
+	go func() {
+		for range usr1 {
+			p.logf("stats goroutines=%d", runtime.NumGoroutine())
+		}
+	}()
 	p.logf("started pid %d as %s-%s mode %s", os.Getpid(), *idx, *name, m)
 	return s.Run(context.Background())
 }

@@ -6,12 +6,16 @@ import (
 	"slices"
 	"syscall"
 	"testing"
-
-	"github.com/nrigate/nrigate/internal/testenv"
 )
 
 func TestMountsUnderAndUnmountUnder(t *testing.T) {
-	testenv.RequireRoot(t, "mounts tmpfs")
+	if os.Geteuid() != 0 {
+		// Under CI=true a missing prerequisite fails: CI cannot pass by skipping.
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true, so this test may not skip: needs root (mounts tmpfs)")
+		}
+		t.Skip("needs root: mounts tmpfs")
+	}
 	dir := t.TempDir()
 	outer, inner := filepath.Join(dir, "a"), filepath.Join(dir, "a", "b")
 	if err := os.Mkdir(outer, 0o755); err != nil {

@@ -1,10 +1,14 @@
-// Command nrigate-bench measures what NRI and the admission policy cost end
-// to end. In one run it starts bin/nrigate three times, with
+// Command nri-bench measures what NRI and the admission policy cost end to
+// end in patched CRI-O and containerd. For each runtime of -runtimes
+// (crio, containerd) it starts the runtime fresh for each of
 //
-//	(a) no NRI plugin,
-//	(b) one plugin (nri-faulty, ok mode) and no policy,
+//	(a) NRI off (enable_nri = false / disable = true),
+//	(b) NRI on, one plugin (nri-faulty, ok mode) running, no policy,
 //	(c) the same plugin required with fail_policy = "fail",
 //
+// each set through the runtime's own config: test/e2e/runtime.sh writes it
+// with the runtime's config script (contrib/cri-o/crio-test-config.sh,
+// contrib/containerd/containerd-test-config.sh) as the BATS suites do. It
 // creates and removes -n containers through the CRI socket for each from
 // -workers clients, and prints containers/second, p50/p99 create latency
 // and the ratios (c)/(b) and (b)/(a). The three configurations run in
@@ -18,23 +22,17 @@
 // It then measures the registration_wait release: with the required plugin
 // absent a create waits; the plugin is started and the time from its
 // "ready <timestamp>" line (printed after Synchronize) to the create
-// returning is recorded, -reps times.
+// returning is recorded, -reps times. Each runtime is measured once, in the
+// order given, and the runtimes are printed side by side at the end.
 //
-// -runtimes crio,containerd (or nrigate,crio,containerd) measures the
-// patched CRI-O and containerd of -bindir the same way, each configuration
-// started by test/e2e/runtime.sh with the BATS suites' config (NRI is on in
-// all three there; (a) has no plugin running), and prints the runtimes side
-// by side at the end.
-//
-// It needs root, runc, conmon and busybox-static, like the e2e tests.
+// It needs root, runc, conmon, busybox-static, jq, `make build` and the
+// runtimes' builds (make crio containerd), like the suites.
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -42,52 +40,48 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
-	"github.com/nrigate/nrigate/internal/critest"
+	"github.com/nrigate/nrigate/test/critest"
 )
 
 // setup is one benchmarked daemon configuration.
 type setup struct {
 	name   string
-	nri    bool // NRI enabled and nri-faulty running
+	nri    bool // NRI on and nri-faulty running
 	policy bool // guard required, fail-closed
 }
 
 var setups = []setup{
-	{name: "a: no plugin"},
+	{name: "a: NRI off"},
 	{name: "b: plugin, no policy", nri: true},
 	{name: "c: plugin required", nri: true, policy: true},
 }
 
 type options struct {
-	repo, nrigate, faulty string
-	n, workers, rounds    int
-	reps                  int
-	image                 string
-	runtimes, bindir      string
-	runtime               string // the one being measured
+	repo, faulty       string
+	n, workers, rounds int
+	reps               int
+	image              string
+	runtimes, bindir   string
+	runtime            string // the one being measured
 }
 
 func main() {
 	var o options
 	flag.StringVar(&o.repo, "repo", ".", "repository root (for hack/make-test-image.sh)")
-	flag.StringVar(&o.nrigate, "nrigate", "bin/nrigate", "nrigate binary")
 	flag.StringVar(&o.faulty, "faulty", "bin/nri-faulty", "nri-faulty binary")
 	flag.IntVar(&o.n, "n", 200, "containers created and removed per configuration and round")
 	flag.IntVar(&o.workers, "workers", 4, "concurrent CRI clients")
 	flag.IntVar(&o.rounds, "rounds", 11, "interleaved rounds of the three configurations")
 	flag.IntVar(&o.reps, "reps", 20, "registration_wait release repetitions (0 skips)")
-	flag.StringVar(&o.runtimes, "runtimes", "nrigate", "comma-separated runtimes to measure: nrigate, crio, containerd")
+	flag.StringVar(&o.runtimes, "runtimes", "crio", "comma-separated runtimes to measure, each once: crio, containerd")
 	flag.StringVar(&o.bindir, "bindir", "bin", "directory of the patched crio, pinns, containerd, shim and ctr binaries")
 	flag.Parse()
 	if err := run(o); err != nil {
-		fmt.Fprintln(os.Stderr, "nrigate-bench:", err)
+		fmt.Fprintln(os.Stderr, "nri-bench:", err)
 		os.Exit(1)
 	}
 }
@@ -96,7 +90,7 @@ func run(o options) error {
 	if os.Getuid() != 0 {
 		return fmt.Errorf("needs root")
 	}
-	for _, p := range []*string{&o.nrigate, &o.faulty, &o.repo, &o.bindir} {
+	for _, p := range []*string{&o.faulty, &o.repo, &o.bindir} {
 		a, err := filepath.Abs(*p)
 		if err != nil {
 			return err
@@ -118,8 +112,16 @@ func run(o options) error {
 		cmp     comparison
 	}
 	var all []summary
+	seen := map[string]bool{}
 	for _, rt := range strings.Split(o.runtimes, ",") {
 		o.runtime = strings.TrimSpace(rt)
+		if o.runtime != "crio" && o.runtime != "containerd" {
+			return fmt.Errorf("-runtimes: %q is not crio or containerd", o.runtime)
+		}
+		if seen[o.runtime] {
+			return fmt.Errorf("-runtimes: %s named twice", o.runtime)
+		}
+		seen[o.runtime] = true
 		med, cmp, err := runOne(o)
 		if err != nil {
 			return fmt.Errorf("%s: %w", o.runtime, err)
@@ -153,7 +155,7 @@ const (
 // rounds, then the registration_wait release. It returns the median rounds
 // and the comparison of (c) with (b).
 func runOne(o options) ([]result, comparison, error) {
-	fmt.Printf("nrigate-bench: runtime=%s n=%d workers=%d rounds=%d (create+remove, containers not started)\n",
+	fmt.Printf("nri-bench: runtime=%s n=%d workers=%d rounds=%d (create+remove, containers not started)\n",
 		o.runtime, o.n, o.workers, o.rounds)
 	results := make([][]result, len(setups))
 	for r := range o.rounds {
@@ -220,210 +222,57 @@ func percentiles(ds []time.Duration) (time.Duration, time.Duration) {
 	return rank(0.50), rank(0.99)
 }
 
-// daemon is a running nrigate with its CRI client.
+// daemon is a runtime started for one configuration, with the plugin.
 type daemon struct {
-	dir, nriSock string
-	cmd          *exec.Cmd // nil for CRI-O and containerd (script)
-	script       string    // test/e2e/runtime.sh for CRI-O and containerd
-	conn         *grpc.ClientConn
-	rt           runtimeapi.RuntimeServiceClient
-	plugin       *exec.Cmd
+	*critest.Runtime
+	plugin *critest.Plugin
 }
 
 func startDaemon(o options, s setup, regWait string) (*daemon, error) {
-	if o.runtime != "nrigate" {
-		return startReal(o, s, regWait)
-	}
 	dir, err := os.MkdirTemp("", "nrigb")
 	if err != nil {
 		return nil, err
-	}
-	d := &daemon{dir: dir, nriSock: filepath.Join(dir, "nri.sock")}
-	sock := filepath.Join(dir, "cri.sock")
-	nri := "enable_nri = false"
-	if s.nri {
-		nri = fmt.Sprintf(`enable_nri = true
-nri_listen = %q
-nri_plugin_dir = %[2]q
-nri_plugin_config_dir = %[2]q
-nri_plugin_request_timeout = "2s"`, d.nriSock, filepath.Join(dir, "plugins"))
 	}
 	policy := ""
 	if s.policy {
 		policy = fmt.Sprintf("[crio.nri.policy.plugins.guard]\nfail_policy = \"fail\"\nregistration_wait = %q\n", regWait)
 	}
-	conf := fmt.Sprintf(`[crio]
-root = %q
-runroot = %q
-[crio.api]
-listen = %q
-[crio.runtime]
-log_level = "warn"
-[crio.runtime.runtimes.runc]
-runtime_root = %q
-[crio.nri]
-%s
-%s`, filepath.Join(dir, "root"), filepath.Join(dir, "run"), sock, filepath.Join(dir, "runc"), nri, policy)
-	if err := os.MkdirAll(filepath.Join(dir, "conf.d"), 0o755); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "crio.conf"), []byte(conf), 0o644); err != nil {
-		return nil, err
-	}
-	logf, err := os.Create(filepath.Join(dir, "daemon.log"))
-	if err != nil {
-		return nil, err
-	}
-	d.cmd = exec.Command(o.nrigate, "-c", filepath.Join(dir, "crio.conf"), "-d", filepath.Join(dir, "conf.d"))
-	d.cmd.Stderr = logf
-	if err := d.cmd.Start(); err != nil {
-		return nil, err
-	}
-	d.conn, err = grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		d.stop()
-		return nil, err
-	}
-	d.rt = runtimeapi.NewRuntimeServiceClient(d.conn)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		_, err := d.rt.Status(context.Background(), &runtimeapi.StatusRequest{})
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			d.stop()
-			return nil, fmt.Errorf("daemon did not answer: %w", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	img := runtimeapi.NewImageServiceClient(d.conn)
-	if _, err := img.PullImage(context.Background(), &runtimeapi.PullImageRequest{Image: &runtimeapi.ImageSpec{Image: "oci-archive:" + o.image}}); err != nil {
-		d.stop()
-		return nil, err
-	}
-	return d, nil
-}
-
-// startReal starts CRI-O or containerd with test/e2e/runtime.sh (the BATS
-// helpers' config); the test image is imported by the script.
-func startReal(o options, s setup, regWait string) (*daemon, error) {
-	dir, err := os.MkdirTemp("", "nrigb")
-	if err != nil {
-		return nil, err
-	}
-	d := &daemon{dir: dir, script: filepath.Join(o.repo, "test/e2e/runtime.sh")}
-	policy := ""
-	if s.policy {
-		policy = fmt.Sprintf("[crio.nri.policy.plugins.guard]\nfail_policy = \"fail\"\nregistration_wait = %q\n", regWait)
-	}
-	pf := filepath.Join(dir, "bench-policy.toml")
-	if err := os.WriteFile(pf, []byte(policy), 0o644); err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(d.script, "start", dir, pf)
-	cmd.Env = append(os.Environ(), "RUNTIME="+o.runtime, "TEST_IMAGE="+o.image, "RUNTIME_BINDIR="+o.bindir, "REPO_ROOT="+o.repo)
 	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	r, err := critest.Start(critest.Options{Repo: o.repo, Runtime: o.runtime, Dir: dir, Policy: policy,
+		Image: o.image, BinDir: o.bindir, NRIOff: !s.nri}, &stderr)
 	if err != nil {
-		d.stop()
-		return nil, fmt.Errorf("runtime.sh start %s: %v: %s", o.runtime, err, stderr.String())
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("%w: %s", err, stderr.String())
 	}
-	env := map[string]string{}
-	for _, l := range strings.Split(string(out), "\n") {
-		if k, v, ok := strings.Cut(l, "="); ok {
-			env[k] = v
-		}
-	}
-	d.nriSock = env["NRI_SOCK"]
-	d.conn, err = grpc.NewClient("unix://"+env["CRI_SOCK"], grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		d.stop()
-		return nil, err
-	}
-	d.rt = runtimeapi.NewRuntimeServiceClient(d.conn)
-	return d, nil
+	return &daemon{Runtime: r}, nil
 }
 
 // startPlugin starts nri-faulty as 10-guard and returns when it printed
 // "ready", with the time stamp it printed.
 func (d *daemon) startPlugin(o options) (time.Time, error) {
-	cmd := exec.Command(o.faulty, "--name", "guard", "--idx", "10", "--socket", d.nriSock,
-		"--log-file", filepath.Join(d.dir, "faulty.log"))
-	out, err := cmd.StdoutPipe()
+	p, err := critest.StartPlugin(o.faulty, d.NRISock, filepath.Join(d.Dir, "faulty.log"), 10*time.Second,
+		"--name", "guard", "--idx", "10")
 	if err != nil {
 		return time.Time{}, err
 	}
-	if err := cmd.Start(); err != nil {
-		return time.Time{}, err
-	}
-	d.plugin = cmd
-	ready := make(chan time.Time, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if ts, ok := strings.CutPrefix(sc.Text(), "ready "); ok {
-				t, _ := time.Parse(time.RFC3339Nano, ts)
-				ready <- t
-				break
-			}
-		}
-		_, _ = io.Copy(io.Discard, out)
-	}()
-	select {
-	case t := <-ready:
-		return t, nil
-	case <-time.After(10 * time.Second):
-		d.killPlugin()
-		return time.Time{}, fmt.Errorf("nri-faulty never printed ready")
-	}
+	d.plugin = p
+	return p.Ready, nil
 }
 
 func (d *daemon) killPlugin() {
 	if d.plugin != nil {
-		_ = d.plugin.Process.Kill()
-		_ = d.plugin.Wait()
+		d.plugin.Kill()
 		d.plugin = nil
 	}
 }
 
-// stop removes the pods, stops the daemon and the plugin, and unmounts what
-// is left under the daemon's directory.
+// stop stops the plugin and the runtime and removes its directory.
 func (d *daemon) stop() {
-	ctx := context.Background()
-	if d.rt != nil {
-		if pods, err := d.rt.ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{}); err == nil {
-			for _, p := range pods.Items {
-				_, _ = d.rt.StopPodSandbox(ctx, &runtimeapi.StopPodSandboxRequest{PodSandboxId: p.Id})
-				_, _ = d.rt.RemovePodSandbox(ctx, &runtimeapi.RemovePodSandboxRequest{PodSandboxId: p.Id})
-			}
-		}
-	}
-	if d.conn != nil {
-		_ = d.conn.Close()
-	}
 	d.killPlugin()
-	if d.cmd == nil {
-		if d.script != "" {
-			_ = exec.Command(d.script, "stop", d.dir).Run()
-		}
-		_ = os.RemoveAll(d.dir)
-		return
+	if err := d.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "nri-bench:", err)
 	}
-	_ = d.cmd.Process.Signal(syscall.SIGTERM)
-	_ = d.cmd.Wait()
-	_ = critest.UnmountUnder(d.dir)
-	_ = os.RemoveAll(d.dir)
-}
-
-func (d *daemon) pod(name string) (string, *runtimeapi.PodSandboxConfig, error) {
-	cfg := critest.PodConfig(name, filepath.Join(d.dir, "logs"))
-	r, err := d.rt.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
-	if err != nil {
-		return "", nil, err
-	}
-	return r.PodSandboxId, cfg, nil
+	_ = os.RemoveAll(d.Dir)
 }
 
 // createRemove creates and removes one container and returns the create's
@@ -431,12 +280,12 @@ func (d *daemon) pod(name string) (string, *runtimeapi.PodSandboxConfig, error) 
 func (d *daemon) createRemove(podID string, cfg *runtimeapi.PodSandboxConfig, name string) (time.Duration, error) {
 	ctx := context.Background()
 	t0 := time.Now()
-	r, err := d.rt.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, SandboxConfig: cfg, Config: critest.ContainerConfig(name)})
+	r, err := d.RT.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, SandboxConfig: cfg, Config: critest.ContainerConfig(name)})
 	lat := time.Since(t0)
 	if err != nil {
 		return 0, err
 	}
-	_, err = d.rt.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: r.ContainerId})
+	_, err = d.RT.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: r.ContainerId})
 	return lat, err
 }
 
@@ -451,7 +300,7 @@ func benchOne(o options, s setup) (result, error) {
 			return result{}, err
 		}
 	}
-	podID, cfg, err := d.pod("bench")
+	podID, cfg, err := d.RunPod("bench")
 	if err != nil {
 		return result{}, err
 	}
@@ -504,7 +353,7 @@ func benchRelease(o options) ([]time.Duration, error) {
 		return nil, err
 	}
 	defer d.stop()
-	podID, cfg, err := d.pod("release")
+	podID, cfg, err := d.RunPod("release")
 	if err != nil {
 		return nil, err
 	}
@@ -515,9 +364,13 @@ func benchRelease(o options) ([]time.Duration, error) {
 			id  string
 			err error
 		}
+		before, err := d.CreatesLogged()
+		if err != nil {
+			return nil, err
+		}
 		done := make(chan ret, 1)
 		go func() {
-			r, err := d.rt.CreateContainer(context.Background(), &runtimeapi.CreateContainerRequest{
+			r, err := d.RT.CreateContainer(context.Background(), &runtimeapi.CreateContainerRequest{
 				PodSandboxId: podID, SandboxConfig: cfg, Config: critest.ContainerConfig(fmt.Sprintf("r%d", i))})
 			var id string
 			if r != nil {
@@ -525,12 +378,18 @@ func benchRelease(o options) ([]time.Duration, error) {
 			}
 			done <- ret{time.Now(), id, err}
 		}()
-		// Let the create reach the wait; it must not return before the
-		// plugin is up.
+		// The create has reached the runtime (its log says so); it must
+		// not return before the plugin is up.
+		if err := critest.Await(10*time.Second, "the create reaching the runtime", func() (bool, error) {
+			n, err := d.CreatesLogged()
+			return n > before, err
+		}); err != nil {
+			return nil, err
+		}
 		select {
 		case r := <-done:
 			return nil, fmt.Errorf("create returned before the plugin started (err %v)", r.err)
-		case <-time.After(300 * time.Millisecond):
+		default:
 		}
 		readyAt, err := d.startPlugin(o)
 		if err != nil {
@@ -541,13 +400,17 @@ func benchRelease(o options) ([]time.Duration, error) {
 			return nil, r.err
 		}
 		lats = append(lats, r.at.Sub(readyAt))
-		if _, err := d.rt.RemoveContainer(context.Background(), &runtimeapi.RemoveContainerRequest{ContainerId: r.id}); err != nil {
+		if _, err := d.RT.RemoveContainer(context.Background(), &runtimeapi.RemoveContainerRequest{ContainerId: r.id}); err != nil {
 			return nil, err
 		}
 		d.killPlugin()
-		// Give the daemon time to see the connection drop, so that the
-		// next create waits again.
-		time.Sleep(300 * time.Millisecond)
+		// The runtime has seen the connection drop: the next create waits again.
+		if err := critest.Await(10*time.Second, "NRIPluginsReady=false after the plugin's exit", func() (bool, error) {
+			ready, found, err := d.Condition("NRIPluginsReady")
+			return found && !ready, err
+		}); err != nil {
+			return nil, err
+		}
 	}
 	return lats, nil
 }

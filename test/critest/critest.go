@@ -1,8 +1,10 @@
-// Package critest holds the CRI requests that nrigate's end-to-end suites
-// (test/e2e) and benchmark (cmd/nrigate-bench) send to every runtime alike,
-// and the mount bookkeeping of a runtime whose state lives in one directory.
-// It is not a test-only package (the benchmark is a command), so it does not
-// import "testing".
+// Package critest is what the end-to-end suites (test/e2e) and the
+// benchmark (tools/nri-bench) share: starting patched CRI-O or containerd
+// through test/e2e/runtime.sh (the BATS helpers' config), the nri-faulty
+// plugin, the CRI requests they send to every runtime alike and the mount
+// bookkeeping of a runtime whose state lives in one directory. It is not a
+// test-only package (the benchmark is a command), so it does not import
+// "testing".
 package critest
 
 import (
