@@ -35,6 +35,7 @@ RUNTIME_TESTS :=
 -include contrib/cri-o/crio.mk
 -include contrib/containerd/containerd.mk
 -include test/runtimes.mk
+-include test/k8s/k8s.mk
 
 .PHONY: all build test test-go test-unit test-integration test-bats bench fuzz lint install-deps run run-nrigate demo clean
 
