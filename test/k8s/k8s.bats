@@ -40,12 +40,19 @@ baseline() {
 	# No plugin yet: the runtime holds NetworkReady=false, the kubelet
 	# reports the node not ready with the runtime's message.
 	node_wait_notready 120s
-	local msg
+	# The kubelet's first NotReady message also says "CSINode is not yet
+	# initialized"; the runtime's part is what an operator sees after.
+	local msg deadline=$((SECONDS + 30))
 	msg=$(node_ready_message)
+	while [[ $msg == *CSINode* ]] && ((SECONDS < deadline)); do
+		kc wait --for=jsonpath='{.status.conditions[?(@.type=="Ready")].message}'="${msg%, CSINode is not yet initialized\]}]" \
+			"node/$NODE" --timeout=15s >/dev/null 2>&1 || true
+		msg=$(node_ready_message)
+	done
 	echo "node: $msg"
 	[[ $msg == *NRIPluginNotReady* && $msg == *"$POLICY_KEY"* ]]
 	record $s node_message "$msg"
-	record $s crictl_info "$(crictl_k info | jq '{conditions: .status.conditions, nri: .nri}')"
+	record $s crictl_info "$(crictl_k info | jq '{conditions: .status.conditions, "nri.plugins": .nri.plugins}')"
 	record $s get_node "$(kc get node "$NODE")"
 	record $s taints "$(kc get node "$NODE" -o jsonpath='{range .spec.taints[*]}{.key}:{.effect} {end}')"
 
