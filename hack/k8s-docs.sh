@@ -160,8 +160,12 @@ EOF
 	row "outage semantics (second, fake Ready node)" cell_outage
 	row "\`fail_policy = \"ignore\"\`" cell_ignore
 
+	echo
+	for rt in $RUNTIMES; do
+		echo "Teardown ($(name "$rt")): host iptables rules and \`/etc/cni\` unchanged: **$(v "$rt" teardown host_unchanged)**; sysctls the kubelet had changed and the test wrote back: $(jq -rs '[.[] | select(.scenario == "teardown" and .key == "sysctl_restored") | "`\(.value)`"] | join(", ") | if . == "" then "none" else . end' "$RES/$rt.jsonl")."
+		echo
+	done
 	cat <<'EOF'
-
 ### Times
 
 The plugin's registration is the `ready` timestamp nri-faulty prints when it answers

@@ -109,6 +109,7 @@ k8s_up() {
 	for s in $K8S_SYSCTLS; do
 		[[ -r /proc/sys/${s//.//} ]] && echo "$s $(cat "/proc/sys/${s//.//}")" >>"$K8S_WORK/sysctl.saved"
 	done
+	host_snapshot >"$K8S_WORK/host.before"
 	log "work directory $K8S_WORK ($K8S_RUNTIME)"
 	k8s_mountns && k8s_images && runtime_start && k8s_control_plane && kubelet_start || {
 		local rc=$?
@@ -402,6 +403,17 @@ k8s_down() {
 		done
 	fi
 	k8s_restore_sysctls
+	# Nothing of the host's iptables rules or /etc/cni may have changed.
+	if [[ -f $K8S_WORK/host.before ]]; then
+		if host_snapshot | diff "$K8S_WORK/host.before" - >"$K8S_WORK/logs/host.diff"; then
+			log "host iptables rules and /etc/cni unchanged"
+			record teardown host_unchanged yes
+		else
+			record teardown host_unchanged "NO: $(head -5 "$K8S_WORK/logs/host.diff")"
+			log "host iptables rules or /etc/cni changed (see logs/host.diff):"
+			head -20 "$K8S_WORK/logs/host.diff" >&2
+		fi
+	fi
 	mkdir -p "$K8S_RESULTS/logs-$K8S_RUNTIME"
 	cp -r "$K8S_WORK/logs/." "$K8S_RESULTS/logs-$K8S_RUNTIME/" 2>/dev/null
 	if [[ -z ${K8S_KEEP:-} ]]; then
@@ -417,7 +429,7 @@ k8s_restore_sysctls() {
 	while read -r s v; do
 		cur=$(cat "/proc/sys/${s//.//}" 2>/dev/null)
 		if [[ $cur != "$v" ]]; then
-			echo "$v" >"/proc/sys/${s//.//}" && log "restored $s = $v (was $cur)"
+			echo "$v" >"/proc/sys/${s//.//}" && log "restored $s = $v (was $cur)" && record teardown sysctl_restored "$s = $v (was $cur)"
 		fi
 	done <"$K8S_WORK/sysctl.saved"
 }
@@ -696,4 +708,15 @@ plugin_ready_after() {
 		((SECONDS < deadline)) || return 1
 		sleep 0.1
 	done
+}
+
+# host_snapshot: the host's iptables rules (without counters) and what is
+# under /etc/cni, to compare before and after.
+host_snapshot() {
+	local t
+	for t in iptables-save ip6tables-save; do
+		command -v "$t" >/dev/null && "$t" 2>/dev/null | grep -v '^#' | sed 's/\[[0-9]*:[0-9]*\]//'
+	done
+	command -v nft >/dev/null && nft list ruleset 2>/dev/null
+	find /etc/cni -printf '%p %s %T@\n' 2>/dev/null | sort
 }
