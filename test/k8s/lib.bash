@@ -303,7 +303,6 @@ kubelet_start() {
 			-out "$d/client.csr" 2>/dev/null &&
 			openssl x509 -req -in "$d/client.csr" -CA "$CERT_DIR/client-ca.crt" -CAkey "$CERT_DIR/client-ca.key" \
 				-CAcreateserial -days 2 -out "$d/client.crt" 2>/dev/null || return
-		kc config view --raw -o json | jq -r '.clusters[0].cluster."certificate-authority"' >/dev/null
 		kubectl config --kubeconfig "$d/kubelet.kubeconfig" set-cluster local --server=https://127.0.0.1:6443 \
 			--certificate-authority="$CERT_DIR/server-ca.crt" >/dev/null
 		kubectl config --kubeconfig "$d/kubelet.kubeconfig" set-credentials kubelet \
