@@ -47,6 +47,7 @@ RUNTIME_TESTS :=
 -include contrib/cri-o/crio.mk
 -include contrib/containerd/containerd.mk
 -include test/runtimes.mk
+-include test/k8s/k8s.mk
 
 .PHONY: all build test test-go test-unit fuzz lint bench install-deps run demo clean
 

@@ -326,9 +326,16 @@ func parseFailurePolicy(s string) (*api.FailurePolicy, error) {
 }
 
 // quietLogger sends the stub's log to the plugin's log output.
-type quietLogger struct{ p *plugin }
+type quietLogger struct {
+	p       *plugin
+	verbose bool
+}
 
-func (l quietLogger) Debugf(context.Context, string, ...any) {}
+func (l quietLogger) Debugf(_ context.Context, f string, a ...any) {
+	if l.verbose {
+		l.p.logf("stub: debug: "+f, a...)
+	}
+}
 func (l quietLogger) Infof(_ context.Context, f string, a ...any) {
 	l.p.logf("stub: "+f, a...)
 }
@@ -353,6 +360,10 @@ func run() error {
 		failPolicy  = flag.String("failure-policy", "none", "plugin-declared upstream FailurePolicy: none, fail-request, keep-connected")
 		logFile     = flag.String("log-file", "", "append the log to this file instead of stderr")
 		updOthers   = flag.Bool("update-others-on-stop", false, "answer every StopContainer with a CPU shares update of every other known container")
+		// -verbose is the flag of upstream's sample plugins (device-injector
+		// and others): accepted so that a DaemonSet written for them runs
+		// this plugin with its args unchanged (test/k8s).
+		verbose = flag.Bool("verbose", false, "also log the NRI stub's debug messages")
 	)
 	flag.Parse()
 
@@ -394,7 +405,7 @@ func run() error {
 		defer f.Close()
 		p.out = f
 	}
-	nrilog.Set(quietLogger{p})
+	nrilog.Set(quietLogger{p: p, verbose: *verbose})
 
 	opts := []stub.Option{
 		stub.WithPluginName(*name),

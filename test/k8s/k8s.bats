@@ -1,0 +1,386 @@
+#!/usr/bin/env bats
+# test/k8s/k8s.bats (make test-k8s): a required NRI plugin under a real
+# single-node Kubernetes v1.37.2 cluster, on patched CRI-O or containerd
+# (K8S_RUNTIME=crio|containerd). The plugin is nri-faulty deployed with the
+# DaemonSet of contrib/kubernetes, the runtime runs the policy drop-in of
+# the same directory (test/k8s/lib.bash says what is substituted). Every
+# outcome is asserted through the API server (kubectl get -o json, kubectl
+# wait, watches) and, for the injection, crictl exec; each scenario writes
+# its counts and the text an operator sees to $K8S_RESULTS, from which
+# hack/k8s-docs.sh generates docs/kubernetes.md.
+#
+# The scenarios run in order on one cluster; each starts from "plugin
+# deployed, node Ready" (baseline) and leaves it so, but the last (ignore).
+
+load lib
+
+setup_file() {
+	rm -f "$K8S_RESULTS/$K8S_RUNTIME.jsonl"
+	local t0=$SECONDS
+	if ! k8s_up; then
+		k8s_down || true
+		return 1
+	fi
+	record setup up_seconds $((SECONDS - t0))
+}
+
+teardown_file() {
+	k8s_down || true
+}
+
+# baseline: the DaemonSet applied, its pod Ready, the node Ready.
+baseline() {
+	ds_apply
+	ds_wait_ready 180s
+	node_wait_ready 120s
+}
+
+@test "bootstrap: NotReady until the plugin registers, its DaemonSet starts anyway, then every pod carries the injection" {
+	local s=bootstrap
+	# No plugin yet: the runtime holds NetworkReady=false, the kubelet
+	# reports the node not ready with the runtime's message.
+	node_wait_notready 120s
+	# The kubelet's first NotReady message also says "CSINode is not yet
+	# initialized"; the runtime's part is what an operator sees after.
+	local msg deadline=$((SECONDS + 30))
+	msg=$(node_ready_message)
+	while [[ $msg == *CSINode* ]] && ((SECONDS < deadline)); do
+		kc wait --for=jsonpath='{.status.conditions[?(@.type=="Ready")].message}'="${msg%, CSINode is not yet initialized\]}]" \
+			"node/$NODE" --timeout=15s >/dev/null 2>&1 || true
+		msg=$(node_ready_message)
+	done
+	echo "node: $msg"
+	[[ $msg == *NRIPluginNotReady* && $msg == *"$POLICY_KEY"* ]]
+	record $s node_message "$msg"
+	record $s crictl_info "$(crictl_k info | jq '{conditions: .status.conditions, "nri.plugins": .nri.plugins}')"
+	record $s get_node "$(kc get node "$NODE")"
+	record $s taints "$(kc get node "$NODE" -o jsonpath='{range .spec.taints[*]}{.key}:{.effect} {end}')"
+
+	# A Deployment's pods stay Pending: the node carries the not-ready taint.
+	ns_create s-bootstrap
+	deployment s-bootstrap web 3
+	kc -n s-bootstrap wait --for=create pod -l app=web --timeout=60s >/dev/null
+	kc -n s-bootstrap wait --for=jsonpath='{.status.conditions[?(@.type=="PodScheduled")].reason}'=Unschedulable \
+		pod -l app=web --timeout=60s
+	local pending
+	pending=$(kc -n s-bootstrap get pods -l app=web -o json | jq '[.items[] | select(.status.phase == "Pending")] | length')
+	[ "$pending" -eq 3 ]
+	record $s pending_before_plugin "$pending"
+	record $s describe_pending "$(describe_events s-bootstrap "$(kc -n s-bootstrap get pods -l app=web -o jsonpath='{.items[0].metadata.name}')")"
+
+	# The DaemonSet's pod starts on the not-ready node (hostNetwork,
+	# tolerations, exempt by the drop-in) and the plugin registers.
+	local t_apply
+	t_apply=$(now)
+	ds_apply
+	ds_wait_ready 180s
+	local ready
+	ready=$(plugin_ready_after "$t_apply")
+	local t_reg
+	t_reg=$(rfc_epoch "$ready")
+	record $s ds_pod_ready_seconds "$(since "$t_apply")"
+
+	node_wait_ready 120s
+	local t_node
+	t_node=$(now)
+	local t_net
+	t_net=$(networkready_true_after "$t_reg")
+	record $s registration_to_networkready_ms "$(awk -v a="$t_reg" -v b="$t_net" 'BEGIN { printf "%.1f", (b - a) * 1000 }')"
+	record $s registration_to_node_ready_seconds "$(awk -v a="$t_reg" -v b="$t_node" 'BEGIN { printf "%.2f", b - a }')"
+	# The runtime's part must stay under 100 ms.
+	awk -v a="$t_reg" -v b="$t_net" 'BEGIN { exit !((b - a) < 0.1) }'
+
+	wait_running s-bootstrap app=web 3 180s
+	local last
+	last=$(last_running_epoch s-bootstrap app=web)
+	record $s plugin_to_last_pod_running_seconds "$(awk -v a="$t_reg" -v b="$last" 'BEGIN { printf "%.0f", b - a }')"
+	local pods missing
+	read -r pods missing < <(check_injection s-bootstrap app=web)
+	record $s pods "$pods"
+	record $s missing "$missing"
+	record $s refusals "$(refusals s-bootstrap)"
+	record $s netnotready "$(netnotready_events s-bootstrap)"
+	[ "$pods" -eq 3 ]
+	[ "$missing" -eq 0 ]
+	record $s get_node_ready "$(kc get node "$NODE")"
+}
+
+@test "rollout: kubectl rollout restart of the DaemonSet while a Deployment scales 0 to 20; every pod injected" {
+	local s=rollout
+	baseline
+	ns_create s-rollout
+	deployment s-rollout web 0
+	local m0 m1
+	m0=$(decisions)
+	local t0
+	t0=$(now)
+	kc -n "$DS_NS" rollout restart ds/"$DS_NAME" >/dev/null
+	kc -n s-rollout scale deploy/web --replicas=20 >/dev/null
+	kc -n "$DS_NS" rollout status ds/"$DS_NAME" --timeout=180s >/dev/null
+	wait_running s-rollout app=web 20 300s
+	record $s all_running_seconds "$(since "$t0")"
+	m1=$(decisions)
+	local pods missing
+	read -r pods missing < <(check_injection s-rollout app=web)
+	record $s pods "$pods"
+	record $s missing "$missing"
+	record $s waited "$(($(cut -d' ' -f1 <<<"$m1") - $(cut -d' ' -f1 <<<"$m0")))"
+	record $s refused_metric "$(($(cut -d' ' -f2 <<<"$m1") - $(cut -d' ' -f2 <<<"$m0")))"
+	record $s refusals "$(refusals s-rollout)"
+	record $s netnotready "$(netnotready_events s-rollout)"
+	local ev
+	ev=$(nri_events s-rollout | head -1)
+	[[ -z $ev ]] || record $s refusal_event "$(jq -r '"\(.reason): \(.message)"' <<<"$ev")"
+	[ "$pods" -eq 20 ]
+	[ "$missing" -eq 0 ]
+	kc -n s-rollout scale deploy/web --replicas=0 >/dev/null
+}
+
+@test "crash: the plugin SIGKILLed during a scale-up; no container without the injection" {
+	local s=crash
+	baseline
+	ns_create s-crash
+	deployment s-crash web 0
+	local m0 m1 pid p rc0
+	m0=$(decisions)
+	pid=$(plugin_pid)
+	[ -n "$pid" ]
+	p=$(ds_pod)
+	rc0=$(kc -n "$DS_NS" get pod "$p" -o jsonpath='{.status.containerStatuses[0].restartCount}')
+	kc -n s-crash scale deploy/web --replicas=10 >/dev/null
+	# Kill as the first pods are being created.
+	kc -n s-crash wait --for=create pod -l app=web --timeout=60s >/dev/null
+	local t_kill
+	t_kill=$(now)
+	kill -KILL "$pid"
+	kc -n "$DS_NS" wait --for=jsonpath='{.status.containerStatuses[0].restartCount}'=$((rc0 + 1)) "pod/$p" --timeout=120s >/dev/null
+	kc -n "$DS_NS" wait --for=condition=Ready "pod/$p" --timeout=120s >/dev/null
+	record $s ds_pod_back_seconds "$(since "$t_kill")"
+	local back t_back
+	back=$(plugin_ready_after "$t_kill")
+	t_back=$(rfc_epoch "$back")
+	record $s plugin_back_seconds "$(awk -v a="$t_kill" -v b="$t_back" 'BEGIN { printf "%.2f", b - a }')"
+	wait_running s-crash app=web 10 300s
+	record $s all_running_seconds "$(since "$t_kill")"
+	local last
+	last=$(last_running_epoch s-crash app=web)
+	record $s plugin_to_last_pod_running_seconds "$(awk -v a="$t_back" -v b="$last" 'BEGIN { d = b - a; printf "%.0f", (d < 0 ? 0 : d) }')"
+	m1=$(decisions)
+	local pods missing
+	read -r pods missing < <(check_injection s-crash app=web)
+	record $s pods "$pods"
+	record $s missing "$missing"
+	record $s waited "$(($(cut -d' ' -f1 <<<"$m1") - $(cut -d' ' -f1 <<<"$m0")))"
+	record $s refused_metric "$(($(cut -d' ' -f2 <<<"$m1") - $(cut -d' ' -f2 <<<"$m0")))"
+	record $s refusals "$(refusals s-crash)"
+	record $s netnotready "$(netnotready_events s-crash)"
+	local ev
+	ev=$(nri_events s-crash | head -1)
+	[[ -z $ev ]] || record $s refusal_event "$(jq -r '"\(.reason): \(.message)"' <<<"$ev")"
+	[ "$pods" -eq 10 ]
+	[ "$missing" -eq 0 ]
+	kc -n s-crash scale deploy/web --replicas=0 >/dev/null
+}
+
+@test "runtime restart: pods keep running, the plugin reconnects, new pods are still gated" {
+	local s=runtime-restart
+	baseline
+	ns_create s-restart
+	deployment s-restart web 3
+	wait_running s-restart app=web 3 180s
+	local before
+	before=$(kc -n s-restart get pods -l app=web -o json | jq -r '[.items[].status.containerStatuses[].containerID] | sort | join(",")')
+	local t0
+	t0=$(now)
+	runtime_stop
+	runtime_start
+	record $s runtime_down_seconds "$(since "$t0")"
+	# New pods while the plugin has not come back yet.
+	kc -n s-restart scale deploy/web --replicas=6 >/dev/null
+	# nri-faulty exits when the runtime drops its connection; the kubelet
+	# restarts its container and it registers again.
+	local back
+	back=$(plugin_ready_after "$t0" 180)
+	record $s plugin_back_seconds "$(awk -v a="$t0" -v b="$(rfc_epoch "$back")" 'BEGIN { printf "%.2f", b - a }')"
+	# The runtime reports the plugin ready again (CRI Status).
+	local cond
+	cond=$(crictl_k info | jq -r '.status.conditions[] | select(.type == "NRIPluginsReady") | .status')
+	[ "$cond" = true ]
+	wait_running s-restart app=web 6 300s
+	local last
+	last=$(last_running_epoch s-restart app=web)
+	record $s plugin_to_last_pod_running_seconds "$(awk -v a="$(rfc_epoch "$back")" -v b="$last" 'BEGIN { d = b - a; printf "%.0f", (d < 0 ? 0 : d) }')"
+	# The three pods of before still run the same containers.
+	local still
+	still=$(kc -n s-restart get pods -l app=web -o json | jq -r --arg b "$before" '[.items[].status.containerStatuses[].containerID] as $now | ($b | split(",")) - $now | length')
+	record $s containers_lost "$still"
+	[ "$still" -eq 0 ]
+	local pods missing
+	read -r pods missing < <(check_injection s-restart app=web)
+	record $s pods "$pods"
+	record $s missing "$missing"
+	record $s refusals "$(refusals s-restart)"
+	record $s netnotready "$(netnotready_events s-restart)"
+	# The restarted runtime's counters start at zero.
+	local m1
+	m1=$(decisions)
+	record $s waited "$(cut -d' ' -f1 <<<"$m1")"
+	record $s refused_metric "$(cut -d' ' -f2 <<<"$m1")"
+	local ev
+	ev=$(nri_events s-restart | head -1)
+	[[ -z $ev ]] || record $s refusal_event "$(jq -r '"\(.reason): \(.message)"' <<<"$ev")"
+	[ "$pods" -eq 6 ]
+	[ "$missing" -eq 0 ]
+	kc -n s-restart scale deploy/web --replicas=0 >/dev/null
+}
+
+# The pods of the forged-exemption scenario: hostNetwork (so that the
+# kubelet does not hold them back for NetworkReady=false, and the policy is
+# what decides) and tolerating the not-ready taint.
+FORGED_SPEC='{"hostNetwork": true, "tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}]}'
+
+@test "static pods and forged exemptions: a static pod starts without the plugin, a forged config.source annotation is still gated" {
+	local s=static
+	baseline
+	ds_delete
+	node_wait_notready 120s
+	ns_create s-static
+	# A static pod (hostNetwork, as control-plane pods are): exempt
+	# (exempt_static_pods, the default), it starts with the plugin absent.
+	pod_json s-static static-web '{"labels": {"app": "static-web"}}' '{"hostNetwork": true}' |
+		jq -r 'del(.spec.automountServiceAccountToken)' >"$K8S_WORK/static-pods/static-web.json"
+	wait_running s-static app=static-web 1 120s
+	record $s static_pod "$(kc -n s-static get pods -l app=static-web -o wide | awk '{ print $1, $2, $3 }')"
+
+	# An API pod claiming to be a static pod: the kubelet overwrites
+	# kubernetes.io/config.source with "api", the runtime gates it.
+	pod_json default forged-source '{"annotations": {"kubernetes.io/config.source": "file"}}' "$FORGED_SPEC" | kc apply -f - >/dev/null
+	local ev
+	ev=$(wait_event default forged-source 'is required for' 90)
+	[ -n "$ev" ]
+	record $s forged_source_event "$(jq -r '"\(.reason): \(.message)"' <<<"$ev")"
+	[ "$(kc -n default get pod forged-source -o jsonpath='{.status.phase}')" = Pending ]
+	record $s describe_refused "$(describe_events default forged-source)"
+	record $s get_node_notready "$(kc get node "$NODE")"
+
+	# The plugin comes back: the held pod runs, injected.
+	ds_apply
+	ds_wait_ready 180s
+	kc -n default wait --for=jsonpath='{.status.phase}'=Running pod/forged-source --timeout=180s >/dev/null
+	kc -n default label pod forged-source nrigate.test/forged=source >/dev/null
+	local pods missing
+	read -r pods missing < <(check_injection default nrigate.test/forged=source)
+	record $s forged_source_missing "$missing"
+	[ "$missing" -eq 0 ]
+	rm -f "$K8S_WORK/static-pods/static-web.json"
+	kc -n default delete pod forged-source --wait=false >/dev/null
+}
+
+# FLIP WHEN THE NEW RUNTIMES LAND: today's drop-ins exempt the DaemonSet's
+# pod with a global exclude_pod_selector, so this pod escapes; with the
+# namespace-bound exemption rules it must be refused. See forged_label_mode.
+@test "forged exemption label: a pod in default wearing the DaemonSet's label is still gated [known escape until namespace-bound exemptions]" {
+	local s=forged-label mode
+	mode=$(forged_label_mode)
+	record $s mode "$mode"
+	baseline
+	ds_delete
+	node_wait_notready 120s
+	pod_json default forged-label '{"labels": {"app.kubernetes.io/name": "device-injector", "nrigate.test/forged": "label"}}' \
+		"$FORGED_SPEC" | kc apply -f - >/dev/null
+	# Gated, the pod cannot run while the plugin is absent and the
+	# kubelet reports the refusal after registration_wait (10 s); exempt,
+	# it runs within seconds.
+	local ev phase
+	if kc -n default wait --for=jsonpath='{.status.phase}'=Running pod/forged-label --timeout=30s >/dev/null 2>&1; then
+		record $s outcome "Running without the plugin"
+	else
+		ev=$(wait_event default forged-label 'is required for' 30) || true
+		phase=$(kc -n default get pod forged-label -o jsonpath='{.status.phase}')
+		if [[ -n $ev ]]; then
+			record $s outcome "refused ($phase)"
+			record $s event "$(jq -r '"\(.reason): \(.message)"' <<<"$ev")"
+		else
+			record $s outcome "$phase, no refusal event"
+		fi
+	fi
+	ds_apply
+	ds_wait_ready 180s
+	node_wait_ready 120s
+	kc -n default delete pod forged-label --wait=true >/dev/null
+	if [[ $mode == observe ]]; then
+		skip "known escape on today's runtimes (global exclude_pod_selector): outcome '$(jq -r 'select(.scenario == "forged-label" and .key == "outcome") | .value' "$K8S_RESULTS/$K8S_RUNTIME.jsonl" | tail -1)'; expected refused once the drop-ins use namespace-bound exempt rules"
+	fi
+	[ -n "$ev" ]
+}
+
+@test "outage semantics: with a second Ready node, a NotReady node is tainted NoExecute and pods are evicted after tolerationSeconds" {
+	local s=outage
+	baseline
+	fake_node_start nrigate-fake
+	ns_create s-outage
+	# One pod tolerating not-ready for 20 s (to show the eviction in
+	# reasonable time); one with the defaults the API server gives every
+	# pod (DefaultTolerationSeconds: 300 s).
+	pod_json s-outage short '{"labels": {"app": "outage"}}' \
+		'{"tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 20}, {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 20}], "nodeSelector": {"kubernetes.io/hostname": "'"$NODE"'"}}' |
+		kc apply -f - >/dev/null
+	pod_json s-outage default-toleration '{"labels": {"app": "outage"}}' '{"nodeSelector": {"kubernetes.io/hostname": "'"$NODE"'"}}' |
+		kc apply -f - >/dev/null
+	wait_running s-outage app=outage 2 180s
+	record $s default_toleration "$(kc -n s-outage get pod default-toleration -o json | jq -c '[.spec.tolerations[] | select(.effect == "NoExecute") | {key, tolerationSeconds}]')"
+
+	local t0
+	t0=$(now)
+	ds_delete
+	node_wait_notready 120s
+	record $s notready_seconds "$(since "$t0")"
+	kc wait --for=jsonpath='{.spec.taints[?(@.effect=="NoExecute")].key}'=node.kubernetes.io/not-ready "node/$NODE" --timeout=120s >/dev/null
+	record $s noexecute_taint_seconds "$(since "$t0")"
+	record $s taints "$(kc get node "$NODE" -o jsonpath='{range .spec.taints[*]}{.key}:{.effect} {end}')"
+	kc -n s-outage wait --for=delete pod/short --timeout=120s >/dev/null
+	record $s evicted_seconds "$(since "$t0")"
+	local ev
+	ev=$(kc -n s-outage get events -o json | jq -r '[.items[] | select(.involvedObject.name == "short" and .reason == "TaintManagerEviction")][0] | "\(.reason): \(.message)"')
+	record $s eviction_event "$ev"
+	[ "$(kc -n s-outage get pod default-toleration -o jsonpath='{.status.phase}')" = Running ]
+	record $s default_toleration_pod_at_eviction Running
+
+	ds_apply
+	ds_wait_ready 180s
+	node_wait_ready 120s
+	fake_node_stop nrigate-fake
+	kc delete namespace s-outage --wait=false >/dev/null
+}
+
+@test "ignore: with fail_policy = ignore every pod runs while the plugin is down, and the runtime counts it" {
+	local s=ignore
+	ds_delete
+	# The shipped drop-in with fail_policy = "ignore"; readiness "condition"
+	# (with "network" a down plugin would hold the node NotReady whatever
+	# the fail policy).
+	local variant=$K8S_WORK/ignore-$(basename "$(runtime_dropin)")
+	sed -e 's/^\(\s*fail_policy\s*=\s*\)"fail"/\1"ignore"/' -e 's/^\(\s*readiness\s*=\s*\)"network"/\1"condition"/' \
+		"$(runtime_dropin)" >"$variant"
+	[ "$(diff "$(runtime_dropin)" "$variant" | grep -c '^<')" -eq 2 ]
+	runtime_stop
+	runtime_start "$variant"
+	node_wait_ready 120s
+	local m0 m1
+	m0=$(decisions)
+	ns_create s-ignore
+	deployment s-ignore web 5
+	wait_running s-ignore app=web 5 180s
+	m1=$(decisions)
+	local pods missing ignored
+	read -r pods missing < <(check_injection s-ignore app=web)
+	ignored=$(($(cut -d' ' -f3 <<<"$m1") - $(cut -d' ' -f3 <<<"$m0")))
+	record $s pods "$pods"
+	record $s without_plugin "$missing"
+	record $s ignored_metric "$ignored"
+	record $s metric_lines "$(curl -sf "$METRICS_URL" | grep "^$METRIC_DECISIONS{" | grep 'outcome="ignored"')"
+	[ "$pods" -eq 5 ]
+	[ "$missing" -eq 5 ]
+	# One sandbox and one container per pod.
+	[ "$ignored" -ge 10 ]
+}
