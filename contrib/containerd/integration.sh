@@ -39,7 +39,7 @@ IT_RUN=${IT_RUN:-^TestNri}
 IT_SKIP=${IT_SKIP:-Restart}
 NRI_TEST_SOCK=/var/run/nri-test.sock
 
-for c in runc jq ip flock; do
+for c in runc jq ip flock crictl; do
 	command -v "$c" >/dev/null || { echo "$0: $c is needed" >&2; exit 1; }
 done
 [[ -d /usr/lib/cni ]] || { echo "$0: containernetworking-plugins (/usr/lib/cni) are needed" >&2; exit 1; }
@@ -94,11 +94,14 @@ rm -f "$NRI_TEST_SOCK"
 
 PATH=$BIN:$PATH "$BIN/containerd" --config "$CONFIG" >"$dir/containerd.log" 2>&1 &
 pid=$!
-for _ in $(seq 200); do
-	[[ -S $CRI_SOCK ]] && "$BIN/ctr" --address "$CRI_SOCK" version >/dev/null 2>&1 && break
+# Up when the CRI plugin serves (it starts after containerd's socket).
+for _ in $(seq 300); do
+	[[ -S $CRI_SOCK ]] && crictl --runtime-endpoint "unix://$CRI_SOCK" --timeout 2s info >/dev/null 2>&1 && break
 	kill -0 "$pid" 2>/dev/null || { echo "$0: containerd exited:" >&2; tail -20 "$dir/containerd.log" >&2; exit 1; }
 	sleep 0.1
 done
+crictl --runtime-endpoint "unix://$CRI_SOCK" --timeout 2s info >/dev/null ||
+	{ echo "$0: containerd's CRI plugin is not up after 30s:" >&2; tail -20 "$dir/containerd.log" >&2; exit 1; }
 
 busybox=localhost/busybox:latest
 "$REPO/hack/make-test-image.sh" "$dir/busybox.tar" "$busybox" >/dev/null
