@@ -52,7 +52,8 @@ echo "go test -c -mod=vendor ./integration (containerd's integration package wit
 exec 9>"$NRI_TEST_SOCK.lock"
 flock -w 600 9 || { echo "$0: $NRI_TEST_SOCK is in use by another run" >&2; exit 1; }
 
-dir=$(mktemp -d "$out/it.XXXXXX")
+# Short: containerd limits the shim socket_dir to 42 characters.
+dir=$(mktemp -d /tmp/ctdit.XXXXXX)
 pid=
 cleanup() {
 	set +e
