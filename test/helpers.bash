@@ -160,6 +160,12 @@ runtime_lacks() {
 	skip "not applicable on RUNTIME=$RUNTIME: $1 ($2)"
 }
 
+# unquote_log [FILE]: FILE (or stdin) with logrus' \" quoting undone, so
+# that a runtime's log line can be matched against the error text it quotes.
+unquote_log() {
+	sed 's/\\"/"/g' "$@"
+}
+
 # --- Starting and stopping the runtime -----------------------------------------
 
 # start_runtime [POLICY_TOML]: runtime_config, then runtime_start.

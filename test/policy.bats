@@ -434,7 +434,7 @@ stop_acted_once() {
 	start_runtime "$(policy bogus)" && started=yes || started=no
 	[ "$started" = no ]
 	# CRI-O's logrus quotes the message: compare it unescaped.
-	assert_contains "$(sed 's/\\"/"/g' "$TESTDIR/daemon.log")" 'plugins."guard".fail_policy = "bogus": allowed values are "fail", "ignore" (alias "skip")'
+	assert_contains "$(unquote_log "$TESTDIR/daemon.log")" 'plugins."guard".fail_policy = "bogus": allowed values are "fail", "ignore" (alias "skip")'
 }
 
 # ctr_state_is ID STATE: crictl inspect shows the container in STATE.

@@ -1,41 +1,101 @@
 #!/usr/bin/env bash
-# contrib/containerd/build.sh: containerd v2.4.2 with nrigate's patch series.
+# contrib/containerd/build.sh: containerd v2.4.2 with nrigate's patch series,
+# built against the patched NRI tree (contrib/nri, make nri).
 #
-#   build.sh build   build/containerd/src, then bin/containerd,
-#                    bin/containerd-shim-runc-v2 and bin/ctr (skipped when the
-#                    stamp, a hash of every input, is unchanged)
-#   build.sh check   the series applies cleanly to a fresh copy, go vet on the
-#                    packages it touches, go.mod changes only the allowed modules
-#   build.sh unit    containerd's own unit tests of the touched packages, -race
+#   build.sh build     build/containerd/src, then bin/containerd,
+#                      bin/containerd-shim-runc-v2 and bin/ctr (skipped when
+#                      the stamp, a hash of every input, is unchanged)
+#   build.sh check     containerd's own checks on a fresh copy with the series
+#                      (build/containerd/check): git am, DCO sign-off, go.mod
+#                      moves only the allowed modules, the generated vendor
+#                      diff touches only them, gofmt, go vet, containerd's
+#                      golangci-lint configuration with the golangci-lint
+#                      version its CI pins, on the packages the series touches
+#   build.sh unit      containerd's own unit tests of the touched packages, -race
+#   build.sh integration
+#                      containerd's NRI integration tests (integration/nri_test.go,
+#                      the series' policy cases included) against a private
+#                      bin/containerd (contrib/containerd/integration.sh)
+#   build.sh edit      build/containerd/edit: a tree to change the series in
+#                      (commit there, one commit per patch, then export)
+#   build.sh export    the commits of build/containerd/edit as patches/
 #
-# The pristine source is the released module (go mod download), never a
-# vendored copy; the replace of github.com/nrigate/nrigate/pkg/nripolicy
-# by this checkout's pkg/nripolicy is added here, not by a patch.
+# The pristine source is the released module (go mod download), which has no
+# vendor/: the build tree gets it generated, as containerd's own
+# `make vendor` does (go mod tidy && go mod vendor), once on the pristine
+# tree (the base commit) and once on the patched tree with the replace of
+# github.com/containerd/nri by build/nri/src (the NRI series). The series
+# requires github.com/containerd/nri v0.13.0, the NRI release that would carry
+# the plugin policy; the replace is the build's, never a patch's. Binaries and
+# tests build from vendor/ (no -mod=mod).
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$REPO/contrib/containerd
 VERSION=${CONTAINERD_VERSION:-v2.4.2}
 MOD=github.com/containerd/containerd/v2
-POLICY_MOD=github.com/nrigate/nrigate/pkg/nripolicy
 OUT=$REPO/build/containerd
 BIN=${CONTAINERD_BINDIR:-$REPO/bin}
 TAGS="no_btrfs no_devmapper no_zfs"
-export GOFLAGS="-mod=mod -buildvcs=false"
+export GOFLAGS="-buildvcs=false"
 GO=${GO:-go}
+# The golangci-lint containerd's CI runs (.github/workflows/ci.yml of
+# v2.4.2: golangci-lint-action with version v2.14.0).
+GOLANGCI_LINT_VERSION=${CONTAINERD_GOLANGCI_LINT_VERSION:-v2.14.0}
 
-# Modules whose require lines the series may change, and whose selected
-# versions may move: NRI itself and the policy module. Anything else that
-# moves is reported by check.
-ALLOWED_MODULES="github.com/containerd/nri $POLICY_MOD"
+NRI_SRC=$REPO/build/nri/src
+REPLACES="github.com/containerd/nri=$NRI_SRC"
+# The build depends on the NRI series too (make nri builds NRI_SRC from it).
+EXTRA_INPUTS="$(ls "$REPO"/contrib/nri/patches/*.patch 2>/dev/null | LC_ALL=C sort | tr '\n' ' ')"
+
+# The modules whose require lines the series may change, and whose vendored
+# copies may move: NRI itself. Anything else that moves is reported by check.
+ALLOWED_MODULES="github.com/containerd/nri"
 
 MK=containerd.mk
 LABEL=containerd
 # shellcheck source=../../hack/lib/upstream-series.sh
 . "$REPO/hack/lib/upstream-series.sh"
 
+# vendor DIR: containerd's `make vendor` (go mod tidy && go mod vendor).
+vendor() {
+	(cd "$1" && GOFLAGS=-buildvcs=false $GO mod tidy && GOFLAGS=-buildvcs=false $GO mod vendor)
+}
+
+# prepare_vendored DIR: the pristine tree, its generated vendor/ as a second
+# commit (the base the series' vendor diff is measured against), the series
+# with git am, then the build-only replaces and vendor/ regenerated for the
+# patched tree, committed as "vendor: regenerated" (go.mod and go.sum keep
+# the replace uncommitted).
+prepare_vendored() {
+	local dst=$1 src p
+	src=$(pristine)
+	rm -rf "$dst"
+	mkdir -p "$(dirname "$dst")"
+	cp -r "$src" "$dst"
+	chmod -R u+w "$dst"
+	(cd "$dst" && git init -q && git add -A && "${BUILD_GIT[@]}" commit -q -m "$LABEL $VERSION")
+	vendor "$dst"
+	(cd "$dst" && git add -A && "${BUILD_GIT[@]}" commit -q -m "vendor: go mod tidy && go mod vendor (generated, pristine)")
+	for p in $(patches); do
+		(cd "$dst" && "${BUILD_GIT[@]}" am -q --keep-cr "$p") || {
+			echo "patch $(basename "$p") does not apply to $LABEL $VERSION with git am" >&2
+			(cd "$dst" && git am --abort 2>/dev/null)
+			return 1
+		}
+	done
+	add_replaces "$dst"
+	vendor "$dst"
+	(cd "$dst" && git add vendor && "${BUILD_GIT[@]}" commit -q --allow-empty -m "vendor: go mod tidy && go mod vendor (generated, with the series and $REPLACES)")
+}
+
+need_nri() {
+	bash "$REPO/contrib/nri/build.sh" build >/dev/null
+}
+
 cmd_build() {
 	local hash start
+	need_nri
 	hash=$(inputs_hash)
 	if [[ -f $OUT/stamp && $(cat "$OUT/stamp") == "$hash" && -x $BIN/containerd && -x $BIN/containerd-shim-runc-v2 && -x $BIN/ctr ]]; then
 		echo "containerd $VERSION (patched) is up to date in $BIN"
@@ -43,64 +103,123 @@ cmd_build() {
 	fi
 	start=$SECONDS
 	rm -f "$OUT/stamp"
-	prepare "$OUT/src"
+	prepare_vendored "$OUT/src"
 	mkdir -p "$BIN"
-	echo "building containerd $VERSION with $(patches | wc -l) patches"
-	(cd "$OUT/src" && $GO build -tags "$TAGS" -o "$BIN/" ./cmd/containerd ./cmd/containerd-shim-runc-v2 ./cmd/ctr)
+	echo "building containerd $VERSION with $(patches | wc -l) patches (vendor/, -mod=vendor)"
+	(cd "$OUT/src" && $GO build -mod=vendor -tags "$TAGS" -o "$BIN/" ./cmd/containerd ./cmd/containerd-shim-runc-v2 ./cmd/ctr)
 	echo "$hash" >"$OUT/stamp"
 	echo "built bin/containerd bin/containerd-shim-runc-v2 bin/ctr in $((SECONDS - start))s"
 }
 
-cmd_check() {
-	local dir=$OUT/check src bad=0 m
-	src=$(pristine)
-	echo "applying $(patches | wc -l) patches to a fresh copy of containerd $VERSION"
-	prepare "$dir"
-	check_requires "$src" "$dir" || bad=1
-	echo "selected module versions the series moves (go list -m all)"
-	local before after
-	before=$(cd "$src" && GOFLAGS=-mod=mod $GO list -m all 2>/dev/null | LC_ALL=C sort) || true
-	# The module cache copy is read-only: list the pristine graph from a
-	# writable copy when go needs to touch go.sum.
-	if [[ -z $before ]]; then
-		rm -rf "$OUT/pristine" && cp -r "$src" "$OUT/pristine" && chmod -R u+w "$OUT/pristine"
-		before=$(cd "$OUT/pristine" && $GO list -m all | LC_ALL=C sort)
-	fi
-	after=$(cd "$dir" && $GO list -m all | sed 's/ => .*//' | LC_ALL=C sort)
-	# The modules linked into the binaries: a module the graph moves but no
-	# binary links (a dependency's test-only requirement) is only reported.
-	linked=$(cd "$dir" && $GO list -deps -tags "$TAGS" -f '{{with .Module}}{{.Path}}{{end}}' ./cmd/containerd ./cmd/containerd-shim-runc-v2 ./cmd/ctr | LC_ALL=C sort -u)
+# check_vendor DIR: the vendor diff of the series (the last commit, generated)
+# touches only the allowed modules' directories and their lines of
+# vendor/modules.txt.
+check_vendor() {
+	local dir=$1 bad=0 f m ok
+	echo "vendor/: files the series' generated vendor commit changes"
+	while read -r f; do
+		[[ -n $f ]] || continue
+		ok=no
+		if [[ $f == vendor/modules.txt ]]; then
+			ok=yes
+		else
+			for m in $ALLOWED_MODULES; do
+				[[ $f == vendor/$m/* ]] && ok=yes
+			done
+		fi
+		if [[ $ok == no ]]; then echo "  NOT ALLOWED  $f"; bad=1; fi
+	done < <(cd "$dir" && git diff --name-only HEAD~1 HEAD)
+	# modules.txt: every changed "# module version" header is an allowed one.
 	while read -r m; do
 		[[ -n $m ]] || continue
-		local move="$(grep "^$m " <<<"$before" | cut -d' ' -f2) -> $(grep "^$m " <<<"$after" | cut -d' ' -f2)"
-		if allowed "$m"; then echo "  ok  $m: $move"
-		elif ! grep -qxF "$m" <<<"$linked"; then echo "  note  $m: $move (module graph only: no binary links it)"
-		else echo "  NOT ALLOWED  $m: $move (linked into the binaries)"; bad=1; fi
-	done < <(diff <(echo "$before") <(echo "$after") | sed -n 's/^[<>] \([^ ]*\).*/\1/p' | LC_ALL=C sort -u)
-	local unformatted
-	unformatted=$(cd "$dir" && gofmt -l $(for p in $(patches); do sed -n 's|^+++ b/\(.*\.go\)$|\1|p' "$p"; done | LC_ALL=C sort -u))
-	if [[ -n $unformatted ]]; then echo "gofmt needed: $unformatted"; bad=1; else echo "gofmt: the changed Go files are formatted"; fi
-	echo "go vet -tags \"$TAGS\" $(touched_packages | tr '\n' ' ')"
-	(cd "$dir" && $GO vet -tags "$TAGS" $(touched_packages)) || bad=1
+		if allowed "$m"; then echo "  ok  vendor/modules.txt: $m"; else echo "  NOT ALLOWED  vendor/modules.txt: $m"; bad=1; fi
+	done < <(cd "$dir" && git diff HEAD~1 HEAD -- vendor/modules.txt | sed -n 's/^[-+]# \([^ ]*\) .*/\1/p' | LC_ALL=C sort -u)
+	echo "  $(cd "$dir" && git diff --shortstat HEAD~1 HEAD) (vendor/$ALLOWED_MODULES and vendor/modules.txt)"
+	return "$bad"
+}
+
+cmd_check() {
+	local dir=$OUT/check bad=0 lint pkgs
+	need_nri
+	echo "applying $(patches | wc -l) patches to a fresh copy of containerd $VERSION with git am (vendor/ generated)"
+	prepare_vendored "$dir"
+	check_signoff || bad=1
+	# go.mod as released against go.mod as the series commits it (the
+	# build's replace is not committed).
+	mkdir -p "$OUT/gomod/pristine" "$OUT/gomod/series"
+	(cd "$dir" && git show "$(git rev-list --max-parents=0 HEAD):go.mod") >"$OUT/gomod/pristine/go.mod"
+	(cd "$dir" && git show HEAD:go.mod) >"$OUT/gomod/series/go.mod"
+	check_requires "$OUT/gomod/pristine" "$OUT/gomod/series" || bad=1
+	check_vendor "$dir" || bad=1
+	check_gofmt "$dir" || bad=1
+	pkgs=$(touched_packages | tr '\n' ' ')
+	echo "go vet -mod=vendor -tags \"$TAGS\" $pkgs"
+	(cd "$dir" && $GO vet -mod=vendor -tags "$TAGS" $pkgs) || bad=1
+	lint=$(golangci_lint "$GOLANGCI_LINT_VERSION")
+	echo "golangci-lint $GOLANGCI_LINT_VERSION run $pkgs (containerd's .golangci.yml, staticcheck included)"
+	(cd "$dir" && GOFLAGS="-mod=vendor -buildvcs=false" GOGC=75 "$lint" run --build-tags "$TAGS" $pkgs) || bad=1
 	((bad == 0)) || { echo "containerd-check failed" >&2; return 1; }
 	echo "containerd-check ok"
 }
 
-# Unit tests of every package the series touches, all their tests, -race.
+# Unit tests of every package the series touches (integration/ excluded: it
+# needs a running containerd, see cmd_integration), all their tests, -race.
+# Extra arguments (-json from hack/test-summary.sh) go to go test.
 cmd_unit() {
 	local dir=$OUT/src pkgs start
-	cmd_build
-	pkgs=$(touched_packages)
+	cmd_build >&2
+	pkgs=$(touched_packages | grep -v '^\./integration$')
 	start=$SECONDS
-	echo "go test -race -count=1 -tags \"$TAGS\" $(tr '\n' ' ' <<<"$pkgs")"
-	(cd "$dir" && $GO test -race -count=1 -tags "$TAGS" $pkgs)
-	echo "containerd unit tests of the touched packages passed in $((SECONDS - start))s"
+	echo "go test -mod=vendor -race -count=1 -tags \"$TAGS\" $* $(tr '\n' ' ' <<<"$pkgs")" >&2
+	(cd "$dir" && $GO test -mod=vendor -race -count=1 -tags "$TAGS" "$@" $pkgs)
+	echo "containerd unit tests of the touched packages passed in $((SECONDS - start))s" >&2
+}
+
+# The integration tests print go test's JSON (go tool test2json) already:
+# a -json argument (hack/test-summary.sh) is dropped.
+cmd_integration() {
+	local a args=()
+	for a in "$@"; do [[ $a == -json ]] || args+=("$a"); done
+	cmd_build >&2
+	bash "$HERE/integration.sh" "$OUT/src" "${args[@]}"
+}
+
+cmd_edit() {
+	local dst=$OUT/edit src p
+	need_nri
+	src=$(pristine)
+	rm -rf "$dst"
+	mkdir -p "$OUT"
+	cp -r "$src" "$dst"
+	chmod -R u+w "$dst"
+	(cd "$dst" && git init -q && git add -A && "${BUILD_GIT[@]}" commit -q -m "$LABEL $VERSION")
+	for p in $(patches); do
+		(cd "$dst" && git am -q --keep-cr "$p")
+	done
+	echo "build/containerd/edit: commit your changes there (one commit per patch, as $(git -C "$REPO" config user.name)),"
+	echo "build with GOFLAGS=-mod=mod after: go mod edit -replace $REPLACES (do not commit it); then: $0 export"
+}
+
+cmd_export() {
+	local dir=$OUT/edit base
+	[[ -d $dir/.git ]] || { echo "no $dir: run $0 edit first" >&2; return 1; }
+	base=$(cd "$dir" && git rev-list --max-parents=0 HEAD)
+	if ! (cd "$dir" && git diff --quiet HEAD -- go.mod go.sum); then
+		echo "$dir: go.mod or go.sum has uncommitted changes (the build's replace?): git checkout go.mod go.sum first" >&2
+		return 1
+	fi
+	rm -f "$HERE"/patches/*.patch
+	(cd "$dir" && git format-patch -q --zero-commit --no-signature -o "$HERE/patches" "$base"..HEAD)
+	ls "$HERE/patches"
 }
 
 case ${1:-build} in
 build) cmd_build ;;
 check) cmd_check ;;
-unit) cmd_unit ;;
+unit) shift; cmd_unit "$@" ;;
+integration) shift; cmd_integration "$@" ;;
+edit) cmd_edit ;;
+export) cmd_export ;;
 packages) touched_packages ;;
-*) echo "usage: $0 build|check|unit|packages" >&2; exit 2 ;;
+*) echo "usage: $0 build|check|unit|integration|edit|export|packages" >&2; exit 2 ;;
 esac

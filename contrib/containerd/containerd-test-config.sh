@@ -14,9 +14,11 @@
 #   container's -998 needs CAP_SYS_RESOURCE, which these VMs lack).
 #
 # POLICY_TOML_FILE is the policy written once in CRI-O syntax
-# ([crio.nri.policy], [crio.nri.policy.plugins."NAME"]); its table headers
-# become containerd's NRI plugin tables ([plugins."io.containerd.nri.v1.nri".policy],
-# [plugins."io.containerd.nri.v1.nri".policy.plugins."NAME"]), the keys are
+# ([crio.nri.policy], [[crio.nri.policy.exempt]],
+# [crio.nri.policy.plugins."NAME"], [[crio.nri.policy.plugins."NAME".exempt]]);
+# its table headers, tables and arrays of tables alike, become containerd's
+# NRI plugin tables ([plugins."io.containerd.nri.v1.nri".policy],
+# [[plugins."io.containerd.nri.v1.nri".policy.exempt]], ...); the keys are
 # the same. Any other table in the file is appended unchanged.
 #
 # Environment overrides (defaults under DIR): NRI_SOCK, NRI_PLUGIN_DIR,
@@ -121,8 +123,7 @@ if [[ -n $policy ]]; then
 	{
 		echo
 		echo "# policy from $policy (CRI-O table headers rewritten for containerd)"
-		sed -e 's/^\([[:space:]]*\)\[crio\.nri\.policy\]/\1[plugins."io.containerd.nri.v1.nri".policy]/' \
-			-e 's/^\([[:space:]]*\)\[crio\.nri\.policy\.plugins\./\1[plugins."io.containerd.nri.v1.nri".policy.plugins./' \
+		sed -e 's/^\([[:space:]]*\[\{1,2\}\)crio\.nri\.policy\([].]\)/\1plugins."io.containerd.nri.v1.nri".policy\2/' \
 			"$policy"
 	} >>"$dir/config.toml"
 fi

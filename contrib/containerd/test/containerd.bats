@@ -1,11 +1,12 @@
 #!/usr/bin/env bats
-# The patched containerd (bin/containerd from make containerd) with the NRI
-# policy, driven by crictl and the real bin/nri-faulty: a bad policy stops
-# it with pkg/nripolicy's text, an absent required plugin refuses a create
-# with FailedPrecondition and leaves nothing behind (containerd's metadata,
-# snapshots, netns), NRIPluginsReady follows the plugin, also across a crash
-# of containerd, and the plugin's adjustment reaches the container.
-# test/policy.bats runs the full policy suite on it (RUNTIME=containerd).
+# The patched containerd (bin/containerd from make containerd) with NRI's
+# plugin policy, driven by crictl and the real bin/nri-faulty: a bad policy
+# stops it with NRI's text below containerd's table, an absent required
+# plugin refuses a create with FailedPrecondition and leaves nothing behind,
+# NRIPluginsReady follows the plugin, and the plugin's adjustment reaches the
+# container. test/policy.bats runs the full policy suite on it
+# (RUNTIME=containerd); containerd's own integration/nri_test.go cases run
+# with make containerd-integration.
 
 bats_require_minimum_version 1.5.0
 
@@ -30,23 +31,22 @@ snapshots_are() {
 	[ "$(snapshots)" = "$1" ]
 }
 
-@test "containerd: a bad policy value stops it, naming the key and the value in pkg/nripolicy's text" {
-	# The policy's text, which CRI-O prints after its crio.nri.policy.
-	# (test/policy.bats asserts it on both runtimes).
-	want='plugins."guard".fail_policy = "bogus": allowed values are "fail", "ignore" (alias "skip")'
+@test "containerd: a bad policy value stops it, naming the key, the value and what is allowed in NRI's text" {
 	start_runtime "$(guard_policy bogus)" && started=yes || started=no
 	[ "$started" = no ]
-	log=$(cat "$TESTDIR/daemon.log")
-	assert_contains "$log" "plugins.\"io.containerd.nri.v1.nri\".policy.$want"
+	# NRI's FieldError text below containerd's table, as CRI-O prints it
+	# below crio.nri.policy.
+	assert_contains "$(unquote_log "$TESTDIR/daemon.log")" \
+		'plugins."io.containerd.nri.v1.nri".policy.plugins."guard".fail_policy = "bogus": allowed values are "fail", "ignore" (alias "skip")'
 	# The last line is containerd's fatal error, not a warning it went on after.
-	assert_contains "$(tail -1 "$TESTDIR/daemon.log")" "containerd: "
-	assert_contains "$(tail -1 "$TESTDIR/daemon.log")" "plugins.\"io.containerd.nri.v1.nri\".policy.$want"
+	assert_contains "$(tail -1 "$TESTDIR/daemon.log")" "level=fatal"
+	assert_contains "$(tail -1 "$TESTDIR/daemon.log" | unquote_log)" 'policy.plugins."guard".fail_policy = "bogus"'
 }
 
 @test "containerd: a policy naming plugins with NRI disabled stops it" {
 	ENABLE_NRI=false runtime_config "$(guard_policy fail)"
 	run -1 timeout 20 "$RUNTIME_BINDIR/containerd" --config "$CONTAINERD_CONFIG"
-	assert_contains "$output" 'plugins."io.containerd.nri.v1.nri".policy.plugins = ["guard"]: NRI is disabled (disable = true)'
+	assert_contains "$(unquote_log <<<"$output")" 'plugins."io.containerd.nri.v1.nri".policy.plugins = ["guard"]: NRI is disabled (disable = true)'
 }
 
 @test "containerd: an absent required plugin refuses crictl create with FailedPrecondition naming it; nothing is left" {
@@ -59,9 +59,8 @@ snapshots_are() {
 	run --separate-stderr crictl_cmd create "$pod_id" "$cfg" "$pod"
 	[ "$status" -ne 0 ]
 	assert_contains "$stderr" "code = FailedPrecondition"
-	assert_contains "$stderr" 'plugin \"guard\" is required for CreateContainer'
-	assert_contains "$stderr" 'container \"app\" in pod default/web'
-	assert_contains "$stderr" "is not registered"
+	assert_contains "$stderr" 'refusing CreateContainer of container \"app\" in pod default/web: required NRI plugin \"guard\" is not registered'
+	assert_contains "$stderr" "start or fix the plugin"
 	# No container in CRI, none in containerd's metadata, no snapshot.
 	[ -z "$(crictl_cmd ps -aq)" ]
 	[ "$("$RUNTIME_BINDIR/ctr" --address "$CRI_SOCK" -n k8s.io containers ls -q | grep -vc "^$pod_id")" = 0 ]
@@ -74,11 +73,12 @@ snapshots_are() {
 	run --separate-stderr crictl_cmd runp "$pod"
 	[ "$status" -ne 0 ]
 	assert_contains "$stderr" "code = FailedPrecondition"
-	assert_contains "$stderr" 'plugin \"guard\" is required for RunPodSandbox of pod default/web'
+	assert_contains "$stderr" 'refusing RunPodSandbox of pod default/web: required NRI plugin \"guard\" is not registered'
 	[ -z "$(crictl_cmd pods -q)" ]
 	[ -z "$("$RUNTIME_BINDIR/ctr" --address "$CRI_SOCK" -n k8s.io containers ls -q)" ]
-	[ -d "$TESTDIR/containerd/state/io.containerd.grpc.v1.cri/netns" ]
-	[ -z "$(ls -A "$TESTDIR/containerd/state/io.containerd.grpc.v1.cri/netns")" ]
+	# Refused before anything was created: no network namespace (the
+	# directory containerd creates them in may not even exist).
+	[ -z "$(ls -A "$TESTDIR/containerd/state/io.containerd.grpc.v1.cri/netns" 2>/dev/null)" ]
 	# Only the image's committed layer is left (containerd's GC removes the
 	# pause container's leased snapshot).
 	wait_for 10 snapshots_are 1
@@ -129,4 +129,43 @@ guarded_container() {
 	# The last ready line is the restarted plugin's: one pod, one container.
 	[ "$(grep 'ready (synchronized' "$TESTDIR/faulty.log" | tail -1 | sed 's/^[^ ]* //')" = "ready (synchronized 1 pods, 1 containers)" ]
 	[ "$(crictl_cmd inspect -o go-template --template '{{.status.state}}' "$ID")" = CONTAINER_RUNNING ]
+}
+
+# notify_listener SOCKET LOG: a systemd notify socket (a datagram socket,
+# as systemd's NOTIFY_SOCKET) that appends every message to LOG with the
+# time it came; its pid is NOTIFY_PID.
+notify_listener() {
+	local python=python3
+	[[ ! -x /usr/bin/python3 ]] || python=/usr/bin/python3
+	"$python" -c '
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+with open(sys.argv[2], "a", buffering=1) as log:
+    while True:
+        msg = s.recv(4096).decode(errors="replace")
+        for line in msg.splitlines():
+            log.write("%.3f %s\n" % (time.time(), line))
+' "$1" "$2" &
+	NOTIFY_PID=$!
+	wait_for 20 test -S "$1"
+}
+
+@test "containerd: with a required network plugin absent it still notifies READY=1 and keeps running; it has no watchdog" {
+	[[ -x /usr/bin/python3 ]] || require_cmd python3
+	# containerd speaks sd_notify (cmd/containerd/command/notify_systemd.go):
+	# READY=1 once its plugins are up, STOPPING=1 at shutdown, no WATCHDOG=1.
+	notify_listener "$TESTDIR/notify.sock" "$TESTDIR/notify.log"
+	NOTIFY_SOCKET=$TESTDIR/notify.sock WATCHDOG_USEC=2000000 start_runtime "$(guard_policy fail; echo 'readiness = "network"')"
+	wait_for 10 grep -q " READY=1$" "$TESTDIR/notify.log"
+	[ "$(nri_condition NRIPluginsReady)" = false ]
+	[ "$(nri_condition NetworkReady)" = false ]
+	[ "$(nri_condition RuntimeReady)" = true ]
+	sleep 6
+	kill -0 "$DAEMON_PID"
+	! grep -q "WATCHDOG=1" "$TESTDIR/notify.log"
+	[ "$(nri_condition NRIPluginsReady)" = false ]
+	start_faulty
+	wait_for 10 nri_condition_is NetworkReady true
+	kill "$NOTIFY_PID" 2>/dev/null || true
 }

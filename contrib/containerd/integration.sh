@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# contrib/containerd/integration.sh SRC [GO_TEST_ARGS...]
+#
+# Runs containerd's own NRI integration tests (integration/nri_test.go of
+# the patched tree SRC, the series' NRI plugin policy cases included)
+# against bin/containerd, the way containerd's CI runs them
+# (script/test/utils.sh starts a containerd with NRI on
+# /var/run/nri-test.sock, then `go test ./integration -test.run ...`
+# connects to it), with every other path private:
+#
+#   - the integration package is compiled with `go test -c` from vendor/;
+#   - contrib/containerd/containerd-test-config.sh writes the private config,
+#     with socket_path /var/run/nri-test.sock (a constant of nri_test.go) and
+#     the plugin policy of containerd's CI config (script/test/utils.sh of
+#     the series): plugin "nri-policy-test" required for RunPodSandbox and
+#     CreateContainer in the namespaces nri-policy-test-*;
+#   - the images the tests use (integration/images: BusyBox, Pause) cannot be
+#     pulled here (no network): hack/make-test-image.sh's busybox is imported
+#     under the test image's name and -image-list points the tests at it;
+#   - containerd's own restart tests are skipped: RestartContainerd kills
+#     every process named containerd on the machine (pkill -x) and expects a
+#     service manager to start it again.
+#
+# A lock on /var/run/nri-test.sock.lock keeps two runs from sharing the
+# socket. The test binary's output goes through go tool test2json, so the
+# caller can count tests (hack/test-summary.sh).
+#
+# Environment: BIN (bin/), IT_RUN (the tests to run, default '^TestNri'),
+# IT_SKIP (default 'Restart'), KEEP=1 keeps the private directory.
+set -euo pipefail
+
+src=${1:?usage: $0 SRC [GO_TEST_ARGS...]}
+shift
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+HERE=$REPO/contrib/containerd
+BIN=${BIN:-${CONTAINERD_BINDIR:-$REPO/bin}}
+GO=${GO:-go}
+IT_RUN=${IT_RUN:-^TestNri}
+IT_SKIP=${IT_SKIP:-Restart}
+NRI_TEST_SOCK=/var/run/nri-test.sock
+
+for c in runc jq ip flock crictl; do
+	command -v "$c" >/dev/null || { echo "$0: $c is needed" >&2; exit 1; }
+done
+[[ -d /usr/lib/cni ]] || { echo "$0: containernetworking-plugins (/usr/lib/cni) are needed" >&2; exit 1; }
+
+out=$REPO/build/containerd
+mkdir -p "$out"
+echo "go test -c -mod=vendor ./integration (containerd's integration package with the series)" >&2
+(cd "$src" && GOFLAGS=-buildvcs=false $GO test -c -mod=vendor -o "$out/integration.test" ./integration) >&2
+
+exec 9>"$NRI_TEST_SOCK.lock"
+flock -w 600 9 || { echo "$0: $NRI_TEST_SOCK is in use by another run" >&2; exit 1; }
+
+# Short: containerd limits the shim socket_dir to 42 characters.
+dir=$(mktemp -d /tmp/ctdit.XXXXXX)
+pid=
+cleanup() {
+	set +e
+	if [[ -n $pid ]]; then
+		kill -TERM "$pid" 2>/dev/null
+		for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	fi
+	local id p
+	for id in $(runc --root "$dir/runc" list -q 2>/dev/null); do
+		runc --root "$dir/runc" kill "$id" KILL 2>/dev/null
+		runc --root "$dir/runc" delete --force "$id" 2>/dev/null
+	done
+	# The shims of this run name its directory on their command line.
+	for p in $(grep -lsF "$dir/" /proc/[0-9]*/cmdline | cut -d/ -f3); do
+		[[ $p != "$$" && $p != "$BASHPID" ]] && kill -KILL "$p" 2>/dev/null
+	done
+	awk -v d="$dir/" 'index($2, d) == 1 { print $2 }' /proc/self/mounts | sort -r | while read -r m; do
+		umount -l "$m" 2>/dev/null
+	done
+	[[ -n ${CNI_BRIDGE:-} ]] && ip link delete "$CNI_BRIDGE" 2>/dev/null
+	rm -f "$NRI_TEST_SOCK"
+	if [[ ${KEEP:-} == 1 ]]; then echo "kept $dir" >&2; else rm -rf "$dir"; fi
+}
+trap cleanup EXIT
+
+# The policy of containerd's CI config, in the CRI-O syntax the config
+# script translates.
+cat >"$dir/policy.toml" <<-'TOML'
+	[crio.nri.policy.plugins."nri-policy-test"]
+	fail_policy = "fail"
+	events = ["RunPodSandbox", "CreateContainer"]
+	namespaces = ["nri-policy-test-*"]
+TOML
+eval "$(NRI_SOCK=$NRI_TEST_SOCK NRI_PLUGIN_REQUEST_TIMEOUT=2s LOG_LEVEL=debug \
+	"$HERE/containerd-test-config.sh" "$dir/containerd" "$dir/policy.toml")"
+rm -f "$NRI_TEST_SOCK"
+
+PATH=$BIN:$PATH "$BIN/containerd" --config "$CONFIG" >"$dir/containerd.log" 2>&1 &
+pid=$!
+# Up when the CRI plugin serves (it starts after containerd's socket).
+for _ in $(seq 300); do
+	[[ -S $CRI_SOCK ]] && crictl --runtime-endpoint "unix://$CRI_SOCK" --timeout 2s info >/dev/null 2>&1 && break
+	kill -0 "$pid" 2>/dev/null || { echo "$0: containerd exited:" >&2; tail -20 "$dir/containerd.log" >&2; exit 1; }
+	sleep 0.1
+done
+crictl --runtime-endpoint "unix://$CRI_SOCK" --timeout 2s info >/dev/null ||
+	{ echo "$0: containerd's CRI plugin is not up after 30s:" >&2; tail -20 "$dir/containerd.log" >&2; exit 1; }
+
+busybox=localhost/busybox:latest
+"$REPO/hack/make-test-image.sh" "$dir/busybox.tar" "$busybox" >/dev/null
+TEST_IMAGE_ARCHIVE=$dir/busybox.tar "$HERE/containerd-test-images.sh" "$dir/images.tar" "$busybox" >/dev/null
+"$BIN/ctr" --address "$CRI_SOCK" -n k8s.io images import --no-unpack=false "$dir/images.tar" >/dev/null
+cat >"$dir/image-list.toml" <<-TOML
+	BusyBox = "$busybox"
+	Pause = "registry.k8s.io/pause:3.10.2"
+TOML
+for _ in $(seq 100); do [[ -S $NRI_TEST_SOCK ]] && break; sleep 0.1; done
+
+echo "integration.test -test.run '$IT_RUN' -test.skip '$IT_SKIP' against $BIN/containerd ($CONFIG)" >&2
+set +e
+(cd "$src/integration" && $GO tool test2json -t "$out/integration.test" -test.v -test.count=1 \
+	-test.run "$IT_RUN" -test.skip "$IT_SKIP" \
+	-cri-endpoint "unix://$CRI_SOCK" -image-list "$dir/image-list.toml" "$@")
+rc=$?
+set -e
+if ((rc != 0)); then
+	echo "$0: the integration tests failed; containerd's log ends with:" >&2
+	tail -40 "$dir/containerd.log" >&2
+fi
+exit "$rc"
