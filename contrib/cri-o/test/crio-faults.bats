@@ -33,10 +33,12 @@ registration_wait = "soon"'
 	[ "$status" -ne 0 ]
 	[[ $output == *registration_wait* && $output == *soon* ]]
 
-	printf '[crio.nri.policy.plugins."guard"]\nexclude_pod_selector = "a in ("\n' >"$CRIO_CONFIG_DIR/10-policy.conf"
+	printf '[crio.nri.policy.plugins."guard"]\npod_selector = "a in ("\n' >"$CRIO_CONFIG_DIR/10-policy.conf"
 	run "$BINDIR/crio" --config "$CRIO_CONFIG" --config-dir "$CRIO_CONFIG_DIR" config
 	[ "$status" -ne 0 ]
-	[[ $output == *'crio.nri.policy.plugins.\"guard\".exclude_pod_selector'* && $output == *'a in ('* ]]
+	[[ $output == *'crio.nri.policy.plugins.\"guard\".pod_selector'* && $output == *'a in ('* ]]
+	# The file which sets the value is named.
+	[[ $output == *"$CRIO_CONFIG_DIR/10-policy.conf: crio.nri.policy.plugins"* ]]
 }
 
 @test "a policy naming plugins with enable_nri = false stops crio" {
@@ -67,13 +69,13 @@ fail_policy = "fail"'
 	crio_start
 	printf '[crio.nri.policy.plugins."nri-faulty"]\nfail_policy = "maybe"\n' >"$CRIO_CONFIG_DIR/10-policy.conf"
 	kill -HUP "$CRIO_PID"
-	wait_for grep -q 'keeping the old NRI policy.*fail_policy = \\"maybe\\"' "$CDIR/crio.log"
+	wait_for grep -q 'keeping the NRI plugin policy in force.*fail_policy = \\"maybe\\"' "$CDIR/crio.log"
 	info=$("${CRICTL[@]}" info)
 	jq -e '.status.conditions[] | select(.type == "NRIPluginsReady" and .status == false)' <<<"$info"
 	jq -e '.nri.plugins[] | select(.key == "nri-faulty" and .fail_policy == "fail")' <<<"$info"
 }
 
-@test "kill -9 of crio while a create waits in Admit leaves nothing behind; the plugin then syncs the survivors" {
+@test "kill -9 of crio while a create waits for the plugin leaves nothing behind; the plugin then syncs the survivors" {
 	crio_setup '[crio.nri.policy.plugins."nri-faulty"]
 fail_policy = "fail"
 registration_wait = "30s"
@@ -83,16 +85,17 @@ exclude_namespaces = ["system"]'
 	survivor=$("${CRICTL[@]}" runp "$(pod_json survivor system)")
 	sctr=$("${CRICTL[@]}" create "$survivor" "$(ctr_json keeper)" "$BATS_TEST_TMPDIR/survivor-pod.json")
 	"${CRICTL[@]}" start "$sctr"
-	# A victim: its create waits in Admit for the absent plugin.
+	# A victim: its create waits for the absent plugin, before CRI-O creates
+	# anything for it (no name reservation, no storage).
 	victim=$("${CRICTL[@]}" runp "$(pod_json victim default)")
-	before=$(storage_containers | wc -l)
+	before=$(storage_containers)
 	"${CRICTL[@]}" create "$victim" "$(ctr_json app)" "$BATS_TEST_TMPDIR/victim-pod.json" \
 		>"$BATS_TEST_TMPDIR/create.out" 2>&1 &
 	create_pid=$!
-	# The victim's container is in the store while its create waits.
-	wait_for bash -c "[ \$(source '$BATS_TEST_DIRNAME/crio-helpers.bash'; CRIO_ROOT='$CRIO_ROOT' storage_containers | wc -l) -gt $before ]"
+	wait_for grep -q 'waits for required NRI plugin\|Creating container' "$CDIR/crio.log"
 	sleep 1
 	kill -0 "$create_pid"
+	[ "$(storage_containers)" = "$before" ]
 	kill -9 "$CRIO_PID"
 	wait "$CRIO_PID" 2>/dev/null || true
 	CRIO_PID=
@@ -117,4 +120,27 @@ exclude_namespaces = ["system"]'
 	"${CRICTL[@]}" start "$ctr"
 	run "${CRICTL[@]}" exec -s "$ctr" env
 	[[ $output == *NRI_FAULTY_ACTED=nri-faulty* ]]
+}
+
+@test "crictl stopp of a pod whose container creation waits for the plugin returns at once" {
+	crio_setup '[crio.nri.policy.plugins."nri-faulty"]
+fail_policy = "fail"
+events = ["CreateContainer"]
+registration_wait = "30s"'
+	crio_start
+	pod=$("${CRICTL[@]}" runp "$(pod_json waiter default)")
+	"${CRICTL[@]}" create "$pod" "$(ctr_json app)" "$BATS_TEST_TMPDIR/waiter-pod.json" \
+		>"$BATS_TEST_TMPDIR/create.out" 2>&1 &
+	create_pid=$!
+	sleep 1
+	kill -0 "$create_pid"
+	start=$(date +%s%N)
+	"${CRICTL[@]}" stopp "$pod"
+	ms=$((($(date +%s%N) - start) / 1000000))
+	echo "crictl stopp returned after ${ms} ms while the create waited (registration_wait 30s)" |
+		tee -a "${STOPP_REPORT:-/dev/null}" >&3
+	# The create still waits: the stop did not wait for it.
+	kill -0 "$create_pid"
+	((ms < 5000))
+	kill "$create_pid" 2>/dev/null || true
 }
