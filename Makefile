@@ -1,7 +1,8 @@
 # nrigate build and test entry points. `make run` and `make test` are the two
 # commands of the README quick start; both install what they need first.
 #
-#   make build          bin/nri-faulty (every plugin of contrib/plugins) and bin/nri-bench
+#   make build          bin/nri-faulty (every plugin of contrib/plugins), bin/nri-bench and
+#                       bin/sdnotify (the NOTIFY_SOCKET of the watchdog tests)
 #   make run            patched CRI-O in the foreground with the sample policy (run-crio)
 #   make demo           hack/demo.sh: the scripted walk-through on $(RUNTIME)
 #   make test           everything CI runs, with a per-suite summary at the end
@@ -59,6 +60,7 @@ build:
 		$(GO) build -o bin/$$p ./contrib/plugins/$$p || exit 1; \
 	done
 	$(GO) build -o bin/nri-bench ./tools/nri-bench
+	$(GO) build -o bin/sdnotify ./tools/sdnotify
 
 # test is everything CI runs: lint, the Go tests and fuzzing, then each
 # runtime's suites (RUNTIME_TESTS).

@@ -116,6 +116,7 @@ if [[ -n ${BATS_TEST_FILENAME:-} ]]; then
 		setup_tmpdir
 	}
 	teardown() {
+		stop_notify_listener
 		stop_plugins
 		stop_runtime
 		cleanup_tmpdir
@@ -164,6 +165,32 @@ runtime_lacks() {
 # that a runtime's log line can be matched against the error text it quotes.
 unquote_log() {
 	sed 's/\\"/"/g' "$@"
+}
+
+# --- The systemd notify socket ------------------------------------------------
+
+# start_notify_listener: bin/sdnotify on $TESTDIR/notify.sock, the
+# NOTIFY_SOCKET systemd would give the runtime; every message goes to
+# $TESTDIR/notify.log as "SECONDS MESSAGE". Sets NOTIFY_SOCK and NOTIFY_PID.
+start_notify_listener() {
+	[[ -x $REPO_ROOT/bin/sdnotify ]] || ci_skip "$REPO_ROOT/bin/sdnotify not built (run make build)"
+	NOTIFY_SOCK=$TESTDIR/notify.sock
+	"$REPO_ROOT/bin/sdnotify" "$NOTIFY_SOCK" >"$TESTDIR/notify.log" 2>&1 &
+	NOTIFY_PID=$!
+	wait_for 10 test -S "$NOTIFY_SOCK"
+}
+
+# stop_notify_listener: end start_notify_listener's bin/sdnotify, if any.
+stop_notify_listener() {
+	[[ -n ${NOTIFY_PID:-} ]] || return 0
+	kill "$NOTIFY_PID" 2>/dev/null || true
+	wait "$NOTIFY_PID" 2>/dev/null || true
+	NOTIFY_PID=
+}
+
+# notified MESSAGE: the runtime sent MESSAGE (e.g. READY=1) to the listener.
+notified() {
+	grep -q " $1\$" "$TESTDIR/notify.log"
 }
 
 # --- Starting and stopping the runtime -----------------------------------------
@@ -367,6 +394,11 @@ case $RUNTIME in
 crio) CREATE_LOGGED="Creating container: " ;;
 containerd) CREATE_LOGGED="CreateContainer within sandbox" ;;
 esac
+
+# NRI_WAIT_LOGGED: the line NRI logs (at debug level) when a request starts
+# to wait for a required plugin that is not ready: a test that must know a
+# request waits starts the runtime at debug level and waits for it.
+NRI_WAIT_LOGGED="waits for required NRI plugin"
 
 # policy_to_validator: the policy TOML on stdin as upstream NRI's default
 # validator would express it in CRI-O's config: every plugin with

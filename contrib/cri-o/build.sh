@@ -1,46 +1,99 @@
 #!/usr/bin/env bash
-# contrib/cri-o/build.sh: CRI-O v1.36.3 with nrigate's patch series.
+# contrib/cri-o/build.sh: CRI-O v1.36.3 with nrigate's patch series, built
+# against the patched NRI tree (contrib/nri, build/nri/src).
 #
 #   build.sh build   build/cri-o/src, then bin/crio, bin/pinns and
 #                    bin/crio-copyimg (CRI-O's test/copyimg, the image import
 #                    helper of the suites); skipped when the stamp, a hash of
 #                    every input, is unchanged
-#   build.sh check   the series applies cleanly to a fresh copy, gofmt and
-#                    go vet on the packages it touches, go.mod changes only
-#                    the allowed modules
+#   build.sh check   CRI-O's own checks on a fresh copy with the series: DCO,
+#                    go.mod moves only the allowed modules and is tidy, the
+#                    vendor diff touches only those modules, gofmt, go vet,
+#                    CRI-O's golangci-lint configuration with the version CRI-O
+#                    pins, its docs validation, generated docs and completions
+#                    up to date, log lines capitalized, every test/nri case
+#                    listed in test/nri.bats
 #   build.sh unit    CRI-O's own unit tests of the touched packages, -race
+#                    (server/ without it: it races upstream, see below)
 #   build.sh nritest bin/crio-nri.test: CRI-O's own NRI suite (test/nri)
+#   build.sh edit    build/cri-o/edit: a tree to change the series in (commit
+#                    there, one commit per patch, then export)
+#   build.sh export  the commits of build/cri-o/edit as contrib/cri-o/patches
 #
-# The pristine source is the released module (go mod download); the replace
-# of github.com/nrigate/nrigate/pkg/nripolicy by this checkout's
-# pkg/nripolicy is added here, not by a patch.
+# Every tree is a git repository of its own: the released module (go mod
+# download; the module zip has no vendor/), then a commit with the vendor/
+# directory `go mod tidy && go mod vendor` generates (as CRI-O's repository
+# carries it), then one commit per patch (git am), then, for the build only,
+# the replace of github.com/containerd/nri by build/nri/src and `go mod tidy
+# && go mod vendor` again. The series itself requires github.com/containerd/nri
+# v0.13.0, the NRI release that would carry the plugin policy: vendor/ and
+# the replace are never part of a patch. Everything builds with -mod=vendor.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$REPO/contrib/cri-o
 VERSION=${CRIO_VERSION:-v1.36.3}
 MOD=github.com/cri-o/cri-o
-POLICY_MOD=github.com/nrigate/nrigate/pkg/nripolicy
 OUT=$REPO/build/cri-o
 BIN=${CRIO_BINDIR:-$REPO/bin}
 TAGS="exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp"
 # CRI-O's unit tests build with the "test" tag (its test injection files).
 TESTTAGS="test $TAGS"
-export GOFLAGS="-mod=mod -buildvcs=false"
+export GOFLAGS="-mod=vendor -buildvcs=false"
 GO=${GO:-go}
+# The golangci-lint CRI-O pins (Makefile GOLANGCI_LINT_VERSION and
+# .github/workflows/verify.yml of v1.36.3).
+GOLANGCI_LINT_VERSION=${CRIO_GOLANGCI_LINT_VERSION:-v2.10.1}
 
-# Modules whose require lines the series may change: NRI, the policy module,
-# and what NRI v0.12.5 itself requires at higher minimums (minimal version
-# selection moves them with it).
-ALLOWED_MODULES="github.com/containerd/nri $POLICY_MOD github.com/stretchr/testify github.com/tetratelabs/wazero go.yaml.in/yaml/v3"
+NRI_SRC=$REPO/build/nri/src
+REPLACES="github.com/containerd/nri=$NRI_SRC"
+# The NRI tree is built from these: a changed NRI patch rebuilds CRI-O.
+EXTRA_INPUTS="$(ls "$REPO"/contrib/nri/patches/*.patch) $REPO/contrib/nri/build.sh"
+
+# Modules whose require lines (and vendor/ directories) the series may
+# change: NRI, and what NRI itself requires at higher minimums than CRI-O
+# (minimal version selection moves them with it; testify v1.12.1 no longer
+# requires go-difflib, which leaves go.mod and vendor/).
+ALLOWED_MODULES="github.com/containerd/nri github.com/stretchr/testify github.com/tetratelabs/wazero go.yaml.in/yaml/v3 github.com/pmezard/go-difflib"
 
 MK=crio.mk
 LABEL=CRI-O
 # shellcheck source=../../hack/lib/upstream-series.sh
 . "$REPO/hack/lib/upstream-series.sh"
 
+# vendor_tree DIR MESSAGE: go mod tidy && go mod vendor in DIR, committed.
+vendor_tree() {
+	(
+		cd "$1"
+		GOFLAGS= $GO mod tidy
+		GOFLAGS= $GO mod vendor
+		git add -A
+		"${BUILD_GIT[@]}" commit -q --allow-empty -m "$2"
+	)
+}
+
+# tree_base: the vendor/ directory of the pristine tree, the base the
+# vendor diff of the series is measured against.
+tree_base() {
+	vendor_tree "$1" "vendor: go mod tidy && go mod vendor (generated, as CRI-O's repository carries it)"
+	git -C "$1" tag vendor-base
+}
+
+# tree_finish: the build-only replace (add_replaces left it uncommitted)
+# and the vendor/ directory of the patched tree.
+tree_finish() {
+	[[ -z ${NO_TREE_FINISH:-} ]] || return 0
+	vendor_tree "$1" "build: github.com/containerd/nri from build/nri/src, go mod tidy && go mod vendor (generated, build only)"
+	git -C "$1" tag vendor-series
+}
+
+nri_tree() {
+	bash "$REPO/contrib/nri/build.sh" build
+}
+
 cmd_build() {
 	local hash start
+	nri_tree
 	hash=$(inputs_hash)
 	if [[ -f $OUT/stamp && $(cat "$OUT/stamp") == "$hash" && -x $BIN/crio && -x $BIN/pinns && -x $BIN/crio-copyimg ]]; then
 		echo "CRI-O $VERSION (patched) is up to date in $BIN"
@@ -50,7 +103,7 @@ cmd_build() {
 	rm -f "$OUT/stamp"
 	prepare "$OUT/src"
 	mkdir -p "$BIN"
-	echo "building CRI-O $VERSION with $(patches | wc -l) patches"
+	echo "building CRI-O $VERSION with $(patches | wc -l) patches (-mod=vendor)"
 	(cd "$OUT/src" && $GO build -tags "$TAGS" -o "$BIN/crio" ./cmd/crio)
 	(cd "$OUT/src" && $GO build -tags "$TAGS" -o "$BIN/crio-copyimg" ./test/copyimg)
 	make -s -C "$OUT/src/pinns" >/dev/null
@@ -65,39 +118,142 @@ cmd_nritest() {
 	echo "built bin/crio-nri.test"
 }
 
-cmd_check() {
-	local dir=$OUT/check src bad=0 unformatted
-	src=$(pristine)
-	echo "applying $(patches | wc -l) patches to a fresh copy of CRI-O $VERSION"
-	prepare "$dir"
-	check_requires "$src" "$dir" || bad=1
-	local gofiles
-	gofiles=$(for p in $(patches); do sed -n 's|^+++ b/\(.*\.go\)$|\1|p' "$p"; done | LC_ALL=C sort -u)
-	unformatted=
-	[[ -z $gofiles ]] || unformatted=$(cd "$dir" && gofmt -l $gofiles)
-	if [[ -n $unformatted ]]; then echo "gofmt needed: $unformatted"; bad=1; else echo "gofmt: the changed Go files are formatted"; fi
-	if [[ -n $(touched_packages) ]]; then
-		# Pristine v1.36.3 fails vet's copylocks check in server/ already
-		# (range over []ContainerEventResponse in container_events.go and
-		# its test): that analyzer is off, every other one runs.
-		echo "go vet -copylocks=false -tags \"$TESTTAGS\" $(touched_packages | tr '\n' ' ')"
-		(cd "$dir" && $GO vet -copylocks=false -tags "$TESTTAGS" $(touched_packages)) || bad=1
+# module_of PATH MODULES_TXT: the module a vendor/ path belongs to (the
+# longest module path that prefixes it).
+vendored_modules() { # MODULES_TXT: module paths, one a line
+	awk '/^# / {print $2}' "$1"
+}
+
+# check_vendor DIR: the vendor diff between the pristine tree's and the
+# patched tree's generated vendor/ touches only ALLOWED_MODULES.
+check_vendor() {
+	local dir=$1 files mods m bad=0
+	files=$(git -C "$dir" diff --name-only vendor-base vendor-series -- vendor/ | grep -v '^vendor/modules.txt$' || true)
+	mods=$(
+		{
+			git -C "$dir" show vendor-base:vendor/modules.txt | awk '/^# / {print $2}'
+			git -C "$dir" show vendor-series:vendor/modules.txt | awk '/^# / {print $2}'
+		} | LC_ALL=C sort -u
+	)
+	{
+		# Files: the longest vendored module path that prefixes them.
+		for f in $files; do
+			awk -v f="${f#vendor/}" 'index(f, $0 "/") == 1 && length($0) > length(best) {best = $0} END {print best == "" ? "?" f : best}' <<<"$mods"
+		done
+		# modules.txt: changed module lines and package lines.
+		git -C "$dir" diff vendor-base vendor-series -- vendor/modules.txt | sed -n 's/^[-+]\([^-+].*\)$/\1/p' |
+			while read -r l; do
+				case $l in
+				"## "*) ;;
+				"# "*) set -- $l; echo "$2" ;;
+				*) set -- $l; awk -v f="$1" 'index(f "/", $0 "/") == 1 && length($0) > length(best) {best = $0} END {print best == "" ? "?" f : best}' <<<"$mods" ;;
+				esac
+			done
+	} | LC_ALL=C sort -u >"$dir/.vendor-modules"
+	echo "vendor/: $(wc -w <<<"$files") files differ from the pristine tree's generated vendor/, in the modules:"
+	while read -r m; do
+		[[ -n $m ]] || continue
+		if allowed "$m"; then echo "  ok  $m"; else echo "  NOT ALLOWED  $m"; bad=1; fi
+	done <"$dir/.vendor-modules"
+	rm -f "$dir/.vendor-modules"
+	return "$bad"
+}
+
+# check_tidy DIR: go mod tidy (with the replace) moves no require line of
+# the series' go.mod.
+check_tidy() {
+	local dir=$1 series
+	series=$(mktemp)
+	git -C "$dir" show vendor-series~1:go.mod >"$series"
+	if diff <(require_lines "$series") <(require_lines "$dir/go.mod"); then
+		echo "go.mod: tidy (go mod tidy moves no require line of the series)"
+		rm -f "$series"
+	else
+		echo "go.mod: go mod tidy changes the require lines above: the series' go.mod is not tidy"
+		rm -f "$series"
+		return 1
 	fi
+}
+
+# check_generated_docs DIR: docs/crio.8.md and the completions are what the
+# patched crio generates (CRI-O's make docs-generation and
+# completions-generation).
+check_generated_docs() {
+	local dir=$1 bad=0 tmp
+	tmp=$(mktemp -d)
+	"$BIN/crio" -d "" --config="" md >"$tmp/crio.8.md" 2>/dev/null
+	"$BIN/crio" complete bash >"$tmp/bash" 2>/dev/null
+	"$BIN/crio" complete fish >"$tmp/fish" 2>/dev/null
+	"$BIN/crio" complete zsh >"$tmp/zsh" 2>/dev/null
+	# The patched tree's docs/crio.8.md against the patched crio's output,
+	# minus what the pristine crio.8.md already disagrees with this machine
+	# about (defaults read from the host).
+	local f
+	for f in "docs/crio.8.md:$tmp/crio.8.md" "completions/bash/crio:$tmp/bash" "completions/fish/crio.fish:$tmp/fish" "completions/zsh/_crio:$tmp/zsh"; do
+		if diff -u "$dir/${f%%:*}" "${f#*:}" >"$tmp/diff"; then
+			echo "  up to date  ${f%%:*}"
+		else
+			echo "  NOT UP TO DATE  ${f%%:*}:"
+			sed 's/^/    /' "$tmp/diff" | head -20
+			bad=1
+		fi
+	done
+	rm -rf "$tmp"
+	return "$bad"
+}
+
+cmd_check() {
+	local dir=$OUT/check src bad=0 lint pkgs
+	cmd_build
+	src=$(pristine)
+	echo "applying $(patches | wc -l) patches to a fresh copy of CRI-O $VERSION with git am"
+	prepare "$dir"
+	check_signoff || bad=1
+	check_requires "$src" "$dir" || bad=1
+	check_tidy "$dir" || bad=1
+	check_vendor "$dir" || bad=1
+	if git -C "$dir" diff --name-only vendor-base vendor-series~1 | grep -q '^vendor/'; then
+		echo "a patch changes vendor/: vendor/ is generated, never part of the series"
+		bad=1
+	fi
+	check_gofmt "$dir" || bad=1
+	pkgs=$(touched_packages)
+	# Pristine v1.36.3 fails vet's copylocks check in server/ already (range
+	# over []ContainerEventResponse in container_events.go and its test):
+	# that analyzer is off, every other one runs.
+	echo "go vet -copylocks=false -tags \"$TESTTAGS\" $(tr '\n' ' ' <<<"$pkgs")"
+	(cd "$dir" && $GO vet -copylocks=false -tags "$TESTTAGS" $pkgs) || bad=1
+	lint=$(golangci_lint "$GOLANGCI_LINT_VERSION")
+	# gomoddirectives would report the build-only replace of NRI (the
+	# series adds no go.mod directive): it is the one linter left out.
+	echo "golangci-lint $GOLANGCI_LINT_VERSION run --disable gomoddirectives (CRI-O's .golangci.yml) $(tr '\n' ' ' <<<"$pkgs")"
+	(cd "$dir" && "$lint" run --disable gomoddirectives $pkgs) || bad=1
+	echo "make docs-validation (go run ./test/docs-validation)"
+	(cd "$dir" && $GO run -tags "$TAGS" ./test/docs-validation 2>&1 | tail -3) || bad=1
+	echo "make docs-generation completions-generation: generated files up to date"
+	check_generated_docs "$dir" || bad=1
+	echo "make check-log-lines (hack/log-capitalized.sh) on the changed files"
+	# (The module zip keeps no executable bits: the scripts run with bash.)
+	(cd "$dir" && bash ./hack/log-capitalized.sh && git diff --exit-code --stat -- $(changed_go_files)) || bad=1
+	(cd "$dir" && git checkout -q -- .)
+	echo "make check-nri-bats-tests: every test/nri case is run by test/nri.bats"
+	(cd "$dir" && $GO test -c -tags "$TAGS" -o test/nri/nri.test ./test/nri && bash ./hack/check-nri-bats-tests.sh && rm -f test/nri/nri.test) || bad=1
 	((bad == 0)) || { echo "crio-check failed" >&2; return 1; }
 	echo "crio-check ok"
 }
 
 # Unit tests of every package the series touches, under -race. CRI-O's
-# server package is not race-clean upstream (v1.36.3's streaming server and
-# container_events_test.go race under -race, unpatched too), so it runs
-# without -race, skipping the specs that need what this machine lacks
-# (SERVER_SKIP: checkpoint restore from an archive, a shared / mount).
+# server package is not race-clean upstream: pristine v1.36.3's server tests
+# report data races under -race (SERVER_RACES below), so server/ runs without
+# -race, skipping the specs that need what this machine lacks (SERVER_SKIP:
+# checkpoint restore from an archive, a shared / mount). test/nri is CRI-O's
+# integration suite (Makefile GINKGO_SKIP_PACKAGES), run by nri-suite.sh.
 SERVER_SKIP=${CRIO_SERVER_SKIP:-ContainerRestore from archive into new pod}
 SERVER_TEST_SKIP=${CRIO_SERVER_TEST_SKIP:-TestAddOCIBindsRROMountsError}
 cmd_unit() {
 	local dir=$OUT/src pkgs start race=() p
 	cmd_build
-	pkgs=$(touched_packages)
+	pkgs=$(touched_packages | grep -v -e '^./test/')
 	[[ -n $pkgs ]] || { echo "the series touches no Go package"; return; }
 	start=$SECONDS
 	for p in $pkgs; do [[ $p == ./server ]] || race+=("$p"); done
@@ -110,11 +266,34 @@ cmd_unit() {
 	echo "CRI-O unit tests of the touched packages passed in $((SECONDS - start))s"
 }
 
+cmd_edit() {
+	nri_tree
+	NO_TREE_FINISH=1 prepare "$OUT/edit"
+	# For building in the edit tree: the replace and its vendor/, not
+	# committed (export takes the commits after vendor-base only).
+	(cd "$OUT/edit" && GOFLAGS= $GO mod tidy && GOFLAGS= $GO mod vendor)
+	echo "build/cri-o/edit: commit your changes there (one commit per patch, never go.mod's replace or vendor/), then: $0 export"
+}
+
+cmd_export() {
+	local dir=$OUT/edit
+	[[ -d $dir/.git ]] || { echo "no $dir: run $0 edit first" >&2; return 1; }
+	if git -C "$dir" diff --name-only vendor-base HEAD | grep -q '^vendor/'; then
+		echo "a commit after vendor-base changes vendor/: vendor/ is generated, not part of the series" >&2
+		return 1
+	fi
+	rm -f "$HERE"/patches/*.patch
+	(cd "$dir" && git format-patch -q --zero-commit --no-signature -o "$HERE/patches" vendor-base..HEAD)
+	ls "$HERE/patches"
+}
+
 case ${1:-build} in
 build) cmd_build ;;
 check) cmd_check ;;
 unit) cmd_unit ;;
 nritest) cmd_nritest ;;
+edit) cmd_edit ;;
+export) cmd_export ;;
 packages) touched_packages ;;
-*) echo "usage: $0 build|check|unit|nritest|packages" >&2; exit 2 ;;
+*) echo "usage: $0 build|check|unit|nritest|edit|export|packages" >&2; exit 2 ;;
 esac

@@ -1,15 +1,19 @@
 # contrib/cri-o/crio.mk: real CRI-O v1.36.3 with nrigate's patch series
-# (contrib/cri-o/patches), included by the top Makefile.
+# (contrib/cri-o/patches), built against the patched NRI tree (make nri),
+# included by the top Makefile.
 #
 #   make crio         bin/crio, bin/pinns, bin/crio-copyimg (rebuilt only when
-#                     a patch, this file, build.sh or pkg/nripolicy changed:
+#                     a CRI-O or NRI patch, this file or build.sh changed:
 #                     build/cri-o/stamp)
-#   make crio-check   the series applies cleanly to a fresh copy, gofmt and
-#                     go vet on the packages it touches, go.mod moves only the
-#                     allowed modules
+#   make crio-check   CRI-O's own checks on a fresh patched tree: DCO, go.mod
+#                     tidy and moving only the allowed modules, the generated
+#                     vendor/ diff, gofmt, go vet, golangci-lint (the version
+#                     and configuration CRI-O pins), docs validation,
+#                     generated docs and completions, log lines, test/nri.bats
 #   make test-crio    crio-check, CRI-O's unit tests of the touched packages
-#                     (-race), CRI-O's own NRI suite (no policy; a policy that
-#                     excludes its pods) and contrib/cri-o/test/*.bats
+#                     (-race, server/ without), CRI-O's own NRI suite (no
+#                     policy; a policy that excludes its pods; the required
+#                     plugin policy of its new cases) and contrib/cri-o/test/*.bats
 #   make run-crio     patched CRI-O in the foreground on /var/run/crio/crio.sock
 #                     with the sample policy (make run)
 #

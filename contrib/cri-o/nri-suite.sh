@@ -1,19 +1,26 @@
 #!/usr/bin/env bash
-# contrib/cri-o/nri-suite.sh: CRI-O's own NRI suite (test/nri of v1.36.3,
-# bin/crio-nri.test from build.sh nritest) against patched bin/crio, twice:
+# contrib/cri-o/nri-suite.sh: CRI-O's own NRI suite (test/nri of v1.36.3 with
+# the series' new cases, bin/crio-nri.test from build.sh nritest) against
+# patched bin/crio, three times:
 #   1. no policy configured
 #   2. a policy requiring an absent plugin (fail, every gated event) whose
 #      scope (namespaces = ["nrigate-production"]) excludes the suite's pods
-# Each run must give the result of unpatched CRI-O here: EXPECT_PASS passed
-# (default 10), EXPECT_SKIP skipped (default 2: the memset tests need a
-# second NUMA node), nothing failed.
+#   3. the policy test/nri.bats starts CRI-O with for the required-plugin
+#      cases (start_crio_with_required_plugin): the test plugin required for
+#      the namespaces "RequiredPlugin*"
+# Runs 1 and 2 must give the result of unpatched CRI-O here plus the new
+# PluginSyncDuringContainerCreation case: 11 passed, the 4 RequiredPlugin*
+# cases and the 2 memset cases (a second NUMA node) skipped, nothing failed.
+# Run 3 also passes the 4 RequiredPlugin* cases: 15 passed, 2 skipped.
 set -uo pipefail
 
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$REPO/contrib/cri-o
 BIN=${CRIO_BINDIR:-$REPO/bin}
-EXPECT_PASS=${EXPECT_PASS:-10}
-EXPECT_SKIP=${EXPECT_SKIP:-2}
+EXPECT_PASS=${EXPECT_PASS:-11}
+EXPECT_SKIP=${EXPECT_SKIP:-6}
+EXPECT_PASS_REQUIRED=${EXPECT_PASS_REQUIRED:-15}
+EXPECT_SKIP_REQUIRED=${EXPECT_SKIP_REQUIRED:-2}
 CI_IMAGE=quay.io/crio/fedora-crio-ci:latest
 PAUSE_IMAGE=registry.k8s.io/pause:3.10.1
 WORK=$(mktemp -d /tmp/crio-nri-suite.XXXXXX)
@@ -36,10 +43,10 @@ trap 'cleanup; rm -rf "$WORK"' EXIT
 # image has every command it runs.
 "$REPO/hack/make-test-image.sh" "$WORK/ci-image.tar" >/dev/null || exit 1
 
-# run NAME [POLICY_FILE]: one instance, the suite, its counts checked.
+# run NAME PASS SKIP [POLICY_FILE]: one instance, the suite, its counts checked.
 run() {
-	local name=$1 dir=$WORK/$1 out pass fail skip start
-	shift
+	local name=$1 want_pass=$2 want_skip=$3 dir=$WORK/$1 out pass fail skip start
+	shift 3
 	eval "$(NRI_REQUEST_TIMEOUT=2s "$HERE/crio-test-config.sh" "$dir" "$@")"
 	bridge=$CRIO_CNI_BRIDGE
 	"$HERE/crio-import-image.sh" "$dir" "$WORK/ci-image.tar" "$CI_IMAGE" "$PAUSE_IMAGE" >"$dir/import.log" 2>&1 ||
@@ -68,8 +75,8 @@ run() {
 	echo "CRI-O NRI suite ($name): $pass passed, $fail failed, $skip skipped in $((SECONDS - start))s"
 	grep -E '^--- (PASS|FAIL|SKIP)' "$out" | sed 's/^/    /'
 	cleanup
-	if ((pass != EXPECT_PASS || skip != EXPECT_SKIP || fail != 0)); then
-		echo "expected $EXPECT_PASS passed, $EXPECT_SKIP skipped, 0 failed; suite log:" >&2
+	if ((pass != want_pass || skip != want_skip || fail != 0)); then
+		echo "expected $want_pass passed, $want_skip skipped, 0 failed; suite log:" >&2
 		tail -40 "$out" >&2
 		echo "crio log tail:" >&2
 		tail -20 "$dir/crio.log" >&2
@@ -87,10 +94,20 @@ registration_wait = "5s"
 namespaces = ["nrigate-production"]
 TOML
 
+# The policy of test/nri.bats' start_crio_with_required_plugin.
+cat >"$WORK/required-plugin.conf" <<'TOML'
+[crio.nri.policy.plugins."test-plugin"]
+fail_policy = "fail"
+events = ["RunPodSandbox", "CreateContainer", "UpdateContainer"]
+registration_wait = "2s"
+namespaces = ["RequiredPlugin*"]
+TOML
+
 rc=0
-run no-policy || rc=1
-run out-of-scope-policy "$WORK/out-of-scope.conf" || rc=1
+run no-policy "$EXPECT_PASS" "$EXPECT_SKIP" || rc=1
+run out-of-scope-policy "$EXPECT_PASS" "$EXPECT_SKIP" "$WORK/out-of-scope.conf" || rc=1
+run required-plugin "$EXPECT_PASS_REQUIRED" "$EXPECT_SKIP_REQUIRED" "$WORK/required-plugin.conf" || rc=1
 if ((rc == 0)); then
-	echo "CRI-O NRI suite: both runs $EXPECT_PASS passed, $EXPECT_SKIP skipped, 0 failed (as unpatched CRI-O v1.36.3)"
+	echo "CRI-O NRI suite: no policy and out-of-scope policy $EXPECT_PASS passed, $EXPECT_SKIP skipped; required-plugin policy $EXPECT_PASS_REQUIRED passed, $EXPECT_SKIP_REQUIRED skipped; 0 failed"
 fi
 exit $rc

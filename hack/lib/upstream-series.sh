@@ -13,6 +13,11 @@
 #                 the patched NRI tree for a runtime (never part of a patch)
 #   EXTRA_INPUTS  more files whose content a build depends on
 #   ALLOWED_MODULES the modules whose go.mod require lines the series may change
+# and may define the functions
+#   tree_base DIR   run in DIR after the pristine commit, before the series
+#                   (a project that vendors commits its generated vendor/ here)
+#   tree_finish DIR run in DIR after the series and the replaces (the build
+#                   tree's own generated files, such as vendor/ again)
 
 # The identity that commits the pristine tree and applies the series in a
 # build tree. Authors of the patches are their own (git am keeps them).
@@ -52,6 +57,7 @@ prepare() {
 	# A repository of its own: git inside this checkout's work tree would
 	# take paths relative to it.
 	(cd "$dst" && git init -q && git add -A && "${BUILD_GIT[@]}" commit -q -m "$LABEL $VERSION")
+	if declare -F tree_base >/dev/null; then tree_base "$dst" || return 1; fi
 	for p in $(patches); do
 		(cd "$dst" && "${BUILD_GIT[@]}" am -q --keep-cr "$p") || {
 			echo "patch $(basename "$p") does not apply to $LABEL $VERSION with git am" >&2
@@ -62,6 +68,8 @@ prepare() {
 	[[ -z $(patches) ]] || (cd "$dst" && ! git diff --quiet HEAD~"$(patches | wc -l)" HEAD) ||
 		{ echo "the patch series changed nothing" >&2; return 1; }
 	add_replaces "$dst"
+	if declare -F tree_finish >/dev/null; then tree_finish "$dst" || return 1; fi
+	return 0
 }
 
 # add_replaces DIR: the REPLACES of the build tree, uncommitted.
