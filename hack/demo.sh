@@ -66,7 +66,7 @@ create() {
 }
 
 refused() {
-	[[ $CREATE_RC -ne 0 && $ERR == *"plugin \"$PLUGIN\" is required for CreateContainer"* ]]
+	[[ $CREATE_RC -ne 0 && $ERR == *"refusing CreateContainer of "*"required NRI plugin \"$PLUGIN\""* ]]
 }
 
 # refused_not_acted: refused after the relay (lost connection, or the kill

@@ -103,7 +103,13 @@ outcomes() {
 	jq -r --arg t "$2" 'select(.test == $t) | "\(.step)=\(.outcome)"' "$WORK/$1.jsonl" | paste -sd' ' -
 }
 
-# is_patched COL: crio/containerd columns whose binary links pkg/nripolicy.
+# links_policy BINARY: BINARY is a patched build: it links NRI's plugin
+# policy package, which released NRI does not have.
+links_policy() {
+	grep -q 'containerd/nri/pkg/adaptation/policy' "$1" 2>/dev/null
+}
+
+# is_patched COL: crio/containerd columns whose binary links the policy.
 is_patched() {
 	local b
 	case $1 in
@@ -111,7 +117,7 @@ is_patched() {
 	containerd) b=${CONTAINERD_BINDIR:-${RUNTIME_BINDIR:-$REPO_ROOT/bin}}/containerd ;;
 	*) return 0 ;;
 	esac
-	grep -q 'nrigate/pkg/nripolicy' "$b" 2>/dev/null
+	links_policy "$b"
 }
 COMPARED=""
 UNPATCHED=""
@@ -168,15 +174,14 @@ declare -A EXPLAIN=(
 		crio | validator)
 			BINDIR=${CRIO_BINDIR:-${RUNTIME_BINDIR:-$REPO_ROOT/bin}}
 			bin="${BINDIR#"$REPO_ROOT"/}/crio $("$BINDIR/crio" --version 2>/dev/null | awk '/^crio version/ {print $3}')"
-			# A patched build links the policy module (its package path is in the binary).
-			if grep -q 'nrigate/pkg/nripolicy' "$BINDIR/crio" 2>/dev/null; then
+			if links_policy "$BINDIR/crio"; then
 				bin+=" (patched)"
 			else bin+=" (UNPATCHED upstream: no policy)"; fi
 			;;
 		containerd)
 			BINDIR=${CONTAINERD_BINDIR:-${RUNTIME_BINDIR:-$REPO_ROOT/bin}}
 			bin="${BINDIR#"$REPO_ROOT"/}/containerd $("$BINDIR/containerd" --version 2>/dev/null | awk '{print $3}')"
-			if grep -q 'nrigate/pkg/nripolicy' "$BINDIR/containerd" 2>/dev/null; then
+			if links_policy "$BINDIR/containerd"; then
 				bin+=" (patched)"
 			else bin+=" (UNPATCHED upstream: no policy)"; fi
 			;;
@@ -214,7 +219,7 @@ declare -A EXPLAIN=(
 	echo
 	if [[ -n $UNPATCHED ]]; then
 		echo "Not compared:${UNPATCHED}: that binary is UNPATCHED upstream (it does not link"
-		echo "pkg/nripolicy; no patched build existed when this run was made), so it has"
+		echo "NRI's plugin policy; no patched build existed when this run was made), so it has"
 		echo "no policy: its column shows the runtime's behaviour without nrigate, the"
 		echo "baseline the patch series changes (the scenarios that pass there are those"
 		echo "whose outcome is the same without any policy)."

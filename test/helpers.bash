@@ -384,8 +384,9 @@ stop_runtime() {
 runtime_reload() {
 	kill -HUP "$DAEMON_PID"
 }
-RELOAD_OK_LOG=${RELOAD_OK_LOG:-NRI policy reloaded}
-RELOAD_KEPT_LOG=${RELOAD_KEPT_LOG:-keeping the old NRI policy}
+# (CRI-O's; containerd has no reload.)
+RELOAD_OK_LOG=${RELOAD_OK_LOG:-Set config crio.nri.policy.plugins to}
+RELOAD_KEPT_LOG=${RELOAD_KEPT_LOG:-keeping the NRI plugin policy in force}
 
 # CREATE_LOGGED: the line the runtime logs (at info level) when a
 # CreateContainer request reaches it, before any NRI call: a test that must
@@ -403,16 +404,19 @@ NRI_WAIT_LOGGED="waits for required NRI plugin"
 # policy_to_validator: the policy TOML on stdin as upstream NRI's default
 # validator would express it in CRI-O's config: every plugin with
 # fail_policy = "fail" becomes a globally required plugin
-# (nri_validator_required_plugins), the toleration annotation carries over;
-# scope, events, registration_wait, readiness and ignore have no upstream
-# equivalent and are dropped. Other tables pass through.
+# (nri_validator_required_plugins), and an exemption's annotation becomes
+# the validator's toleration annotation, which upstream honours in every
+# namespace; scope, events, registration_wait, readiness, ignore and the
+# exemptions' namespaces and selectors have no upstream equivalent and are
+# dropped. Other tables pass through.
 policy_to_validator() {
 	awk '
 		/^\[/ {
 			flush()
-			inpol = ($0 ~ /^\[crio\.nri\.policy/)
+			inpol = ($0 ~ /^\[\[?crio\.nri\.policy/)
+			inexempt = ($0 ~ /^\[\[crio\.nri\.policy.*\.exempt\]\]/)
 			name = ""
-			if ($0 ~ /^\[crio\.nri\.policy\.plugins\./) {
+			if (!inexempt && $0 ~ /^\[crio\.nri\.policy\.plugins\./) {
 				name = $0
 				sub(/^\[crio\.nri\.policy\.plugins\./, "", name)
 				sub(/\][[:space:]]*(#.*)?$/, "", name)
@@ -423,7 +427,7 @@ policy_to_validator() {
 			next
 		}
 		inpol && name != "" && /^[[:space:]]*fail_policy[[:space:]]*=/ { fp = $0; sub(/^[^=]*=[[:space:]]*/, "", fp); gsub(/"/, "", fp) }
-		inpol && /^[[:space:]]*tolerate_missing_plugins_annotation[[:space:]]*=/ { tol = $0; sub(/^[^=]*=[[:space:]]*/, "", tol) }
+		inexempt && /^[[:space:]]*annotation[[:space:]]*=/ { tol = $0; sub(/^[^=]*=[[:space:]]*/, "", tol) }
 		!inpol { print }
 		function flush() { if (name != "" && fp == "fail") req = req (req == "" ? "" : ", ") "\"" name "\""; name = "" }
 		END {

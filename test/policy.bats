@@ -49,15 +49,16 @@ update_gated() {
 	record_step "update $2" "$status" "$stderr" "$t0"
 }
 
-# assert_refused EVENT NS/POD CONTAINER REASON: $stderr is a policy refusal
-# naming the plugin, the event, the pod, the container, the reason and the wait.
+# assert_refused EVENT NS/POD CONTAINER REASON: $stderr is NRI's policy
+# refusal naming the event, the container, the pod, the plugin, the reason
+# and what to do.
 assert_refused() {
 	assert_contains "$stderr" "code = FailedPrecondition"
-	assert_contains "$stderr" 'plugin \"guard\" is required for '"$1"
-	assert_contains "$stderr" "pod $2"
-	[[ -z $3 ]] || assert_contains "$stderr" 'container \"'"$3"'\"'
+	assert_contains "$stderr" "refusing $1 of "
+	[[ -z $3 ]] || assert_contains "$stderr" 'container \"'"$3"'\" in '
+	assert_contains "$stderr" "pod $2: required NRI plugin "'\"guard\" '
 	assert_contains "$stderr" "$4"
-	assert_contains "$stderr" "waited "
+	assert_contains "$stderr" "exempt the pod in the runtime's NRI plugin policy"
 }
 
 # guard_state_is STATE: the plugin guard's state in crictl info.
@@ -108,7 +109,7 @@ fault_refuses_under_fail_only() {
 	run_pod web
 	create_ctr app
 	[ "$status" -ne 0 ]
-	assert_refused CreateContainer default/web app "is not registered"
+	assert_refused CreateContainer default/web app "is not registered; waited 0s (registration_wait 0s)"
 	no_container
 
 	start_faulty
@@ -146,28 +147,27 @@ fault_refuses_under_fail_only() {
 		# The plugin's own error (nri-faulty's text) is what refused it,
 		# not the policy, and it reaches the client.
 		assert_contains "$stderr" "nri-faulty guard: injected error for CreateContainer"
-		assert_not_contains "$stderr" "is required for"
+		assert_not_contains "$stderr" "required NRI plugin"
 		no_container
 		stop_faulty
 		stop_runtime
 	done
 }
 
-@test "scope exemptions: excluded namespace, exclude_pod_selector, static pod, toleration annotation" {
-	local global='[crio.nri.policy]
-tolerate_missing_plugins_annotation = "nrigate.io/tolerate-missing-plugins"'
-	start_runtime "$(policy fail 'exclude_namespaces = ["kube-*"]' 'exclude_pod_selector = "app=guard"')
-$global"
+@test "scope exemptions: excluded namespace, static pod, namespace-bound label and annotation exemptions" {
+	start_runtime "$(policy fail 'exclude_namespaces = ["kube-*"]'
+		printf '%s\n' '[[crio.nri.policy.plugins.guard.exempt]]' 'namespace = "nri-plugins"' 'pod_selector = "app=guard"'
+		printf '%s\n' '[[crio.nri.policy.plugins.guard.exempt]]' 'namespace = "nri-plugins"' 'annotation = "nrigate.io/tolerate-missing-plugins"')"
 	run_pod sys kube-system
 	create_ctr a1
 	[ "$status" -eq 0 ]
-	run_pod own default '{"app":"guard"}'
+	run_pod own nri-plugins '{"app":"guard"}'
 	create_ctr a2
 	[ "$status" -eq 0 ]
 	run_pod static default '{}' '{"kubernetes.io/config.source":"file"}'
 	create_ctr a3
 	[ "$status" -eq 0 ]
-	run_pod tol default '{}' '{"nrigate.io/tolerate-missing-plugins":"true"}'
+	run_pod tol nri-plugins '{}' '{"nrigate.io/tolerate-missing-plugins":"true"}'
 	create_ctr a4
 	[ "$status" -eq 0 ]
 	# An api pod in scope is still refused.
@@ -176,6 +176,45 @@ $global"
 	[ "$status" -ne 0 ]
 	assert_refused CreateContainer default/web a5 "is not registered"
 	[ "$(crictl_cmd ps -aq | wc -l)" -eq 4 ]
+}
+
+@test "exemptions a pod author cannot forge: the exempt label or annotation outside the exemption's namespace is refused" {
+	start_runtime "$(policy fail
+		printf '%s\n' '[[crio.nri.policy.plugins.guard.exempt]]' 'namespace = "nri-plugins"' 'pod_selector = "app=guard"'
+		printf '%s\n' '[[crio.nri.policy.exempt]]' 'namespace = "nri-plugins"' 'annotation = "nrigate.io/tolerate-missing-plugins"')"
+	# The plugin's own label, worn by a pod in another namespace.
+	run_pod forged-label default '{"app":"guard"}'
+	create_ctr a1
+	[ "$status" -ne 0 ]
+	assert_refused CreateContainer default/forged-label a1 "is not registered"
+	# The exempting annotation, set by a pod author in another namespace.
+	run_pod forged-annotation default '{}' '{"nrigate.io/tolerate-missing-plugins":"true"}'
+	create_ctr a2
+	[ "$status" -ne 0 ]
+	assert_refused CreateContainer default/forged-annotation a2 "is not registered"
+	# A static pod's annotation needs exempt_static_pods; "api" is not static.
+	run_pod forged-static default '{}' '{"kubernetes.io/config.source":"api"}'
+	create_ctr a3
+	[ "$status" -ne 0 ]
+	no_container
+	# The same label in the exemption's namespace is exempt.
+	run_pod own nri-plugins '{"app":"guard"}'
+	create_ctr a4
+	[ "$status" -eq 0 ]
+}
+
+@test "an exemption that names no namespace, or one matching every namespace, stops the runtime naming the key" {
+	for ns in '' '*'; do
+		# Not through run: a daemon that did start must stay known to teardown.
+		start_runtime "$(policy fail
+			printf '%s\n' '[[crio.nri.policy.plugins.guard.exempt]]' "namespace = \"$ns\"" 'pod_selector = "app=guard"')" &&
+			started=yes || started=no
+		[ "$started" = no ]
+		assert_contains "$(unquote_log "$TESTDIR/daemon.log")" "plugins.\"guard\".exempt[0].namespace = \"$ns\""
+		[[ -z $ns ]] && assert_contains "$(unquote_log "$TESTDIR/daemon.log")" "an exemption must name the namespace it applies in"
+		[[ -n $ns ]] && assert_contains "$(unquote_log "$TESTDIR/daemon.log")" "would let any pod author exempt their pod"
+		: >"$TESTDIR/daemon.log"
+	done
 }
 
 @test "registration_wait lets a container through when the plugin comes up in time" {
@@ -360,25 +399,27 @@ guard_entry() {
 	done
 }
 
-@test "two instances of one plugin: 10-guard hanging past the 1s timeout refuses although 20-guard answers; ignore lets it through" {
+@test "two instances of one plugin: 20-guard hanging past the 1s timeout refuses although 10-guard answered, which is told to undo it; ignore lets it through" {
 	for fp in fail ignore; do
 		start_runtime "$(policy $fp)"
-		start_faulty --mode hang --hang 5s --fault-events CreateContainer
-		start_faulty2
+		start_faulty
+		start_faulty2 --mode hang --hang 5s --fault-events CreateContainer
+		wait_for 10 synced_more_than "$TESTDIR/faulty.log" 0
+		wait_for 10 synced_more_than "$TESTDIR/faulty20.log" 0
 		run_pod web
 		create_ctr app
+		# 10-guard, first in index order, answered the request either way.
+		grep -q "acted CreateContainer pod=default/web" "$TESTDIR/faulty.log"
 		if [ "$fp" = fail ]; then
 			[ "$status" -ne 0 ]
-			assert_refused CreateContainer default/web app "guard"
+			assert_refused CreateContainer default/web "" "(instance 20-guard)"
 			no_container
 			# The refusal is undone for the instance that acted on it.
-			wait_for 5 grep -q "acted RemoveContainer pod=default/web .*container=app$" "$TESTDIR/faulty20.log"
+			wait_for 5 grep -q "acted RemoveContainer pod=default/web .*container=app$" "$TESTDIR/faulty.log"
 		else
 			[ "$status" -eq 0 ]
 			[ "$(crictl_cmd ps -aq | wc -l)" -eq 1 ]
 		fi
-		# 20-guard did answer the request either way.
-		grep -q "acted CreateContainer pod=default/web" "$TESTDIR/faulty20.log"
 		stop_faulty
 		stop_plugin FAULTY2_PID
 		stop_runtime
@@ -429,7 +470,7 @@ stop_acted_once() {
 	[ "$(stop_acted_count "$1")" -eq 1 ]
 }
 
-@test "a bad policy value stops the runtime with pkg/nripolicy's text: the key, the value and what is allowed" {
+@test "a bad policy value stops the runtime with NRI's text: the key, the value and what is allowed" {
 	# Not through run: a daemon that did start must stay known to teardown.
 	start_runtime "$(policy bogus)" && started=yes || started=no
 	[ "$started" = no ]
