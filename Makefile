@@ -6,17 +6,19 @@
 #   make run            patched CRI-O in the foreground with the sample policy (run-crio)
 #   make demo           hack/demo.sh: the scripted walk-through on $(RUNTIME)
 #   make test           everything CI runs, with a per-suite summary at the end
-#   make test-go        Go tests of the root module (not test/e2e) and of pkg/nripolicy, -race
-#   make test-unit      the same under -short (no plugin processes)
-#   make fuzz           each fuzz target of pkg/nripolicy, briefly
-#   make lint           gofmt and go vet of both modules
-#   make bench          pkg/nripolicy's Go benchmarks, then bin/nri-bench on CRI-O, then on containerd
+#   make test-go        Go tests of the root module (not test/e2e), -race
+#   make test-unit      the same under -short
+#   make fuzz           the fuzz target of NRI's label selector against Kubernetes', briefly
+#   make lint           gofmt and go vet
+#   make bench          NRI's policy benchmarks (contrib/nri/build.sh bench), then
+#                       bin/nri-bench on CRI-O, then on containerd
 #   make install-deps   the Debian packages and crictl the suites need
 #   make clean          remove bin/ (build/, the runtimes' build trees, stays)
 #
-# The runtimes' own targets (crio, containerd, test-crio, test-bats-crio,
-# test-e2e-crio, parity, ...) are in contrib/cri-o/crio.mk,
-# contrib/containerd/containerd.mk and test/runtimes.mk.
+# The series' own targets (nri, nri-check, crio, containerd, test-crio,
+# test-bats-crio, test-e2e-crio, parity, test-k8s, ...) are in
+# contrib/nri/nri.mk, contrib/cri-o/crio.mk, contrib/containerd/containerd.mk,
+# test/runtimes.mk and test/k8s/k8s.mk.
 
 SHELL := /bin/bash
 GO ?= go
@@ -30,11 +32,6 @@ CRICTL_VERSION ?= v1.37.0
 APT_PACKAGES := runc conmon bats busybox-static jq gcc libc6-dev iproute2 curl containernetworking-plugins git
 # The runtime make demo runs on (crio or containerd).
 RUNTIME ?= crio
-
-# pkg/nripolicy is a Go module of its own (so that CRI-O and containerd
-# can require it without the root module's dependencies). Every Go target
-# runs in both modules.
-POLICY_MOD := pkg/nripolicy
 
 # Every main package under contrib/plugins is built into bin/, so plugins
 # added later are picked up without editing this file.
@@ -62,9 +59,9 @@ build:
 	$(GO) build -o bin/nri-bench ./tools/nri-bench
 	$(GO) build -o bin/sdnotify ./tools/sdnotify
 
-# test is everything CI runs: lint, the Go tests and fuzzing, then each
-# runtime's suites (RUNTIME_TESTS).
-test: install-deps lint build test-go fuzz $(RUNTIME_TESTS)
+# test is everything CI runs: lint, the Go tests, NRI's checks and tests on
+# the patched NRI tree, then each runtime's suites (RUNTIME_TESTS).
+test: install-deps lint build test-go nri-check $(RUNTIME_TESTS)
 	@echo "== test summary ==" && cat $(SUMMARY_FILE) && rm -f $(SUMMARY_FILE)
 
 # Each suite ends with a one-line summary (tests, passed, failed, skipped)
@@ -79,48 +76,33 @@ endif
 # The root module's packages but test/e2e, which drives a runtime
 # (test/runtimes.mk's test-e2e-*).
 GO_PKGS = $(shell $(GO) list ./... | grep -v '/test/e2e$$')
-# pkg/nripolicy's suites run bin/nri-faulty (built once, by build) rather
-# than building their own.
 test-go: build
 	hack/test-summary.sh go "go test (root module)" $(TESTLOGS)/go-root.json -- $(GO) test $(GOTEST_FLAGS) $(GO_PKGS)
-	cd $(POLICY_MOD) && NRI_FAULTY_BIN=$(CURDIR)/bin/nri-faulty $(CURDIR)/hack/test-summary.sh go "go test (pkg/nripolicy)" \
-		$(CURDIR)/$(TESTLOGS)/go-nripolicy.json -- $(GO) test $(GOTEST_FLAGS) ./...
 
 # test-unit runs the fast tests only: test-go's packages under -short,
 # where the ones that need root or plugin processes skip themselves.
 test-unit:
 	$(GO) test $(GOTEST_FLAGS) -short $(GO_PKGS)
-	cd $(POLICY_MOD) && $(GO) test $(GOTEST_FLAGS) -short ./...
 
-# fuzz runs each go test -fuzz target briefly (go test -fuzz takes one
-# package and one target per run). The seed corpora under
-# */testdata/fuzz/ also run in every plain go test. The budget is a count
-# of executions, not a duration: with a duration, Go before 1.27 can fail
-# a clean run with "context deadline exceeded" as the time runs out
-# (go.dev/issue/75804); a count also gives every machine the same work
-# (6000 runs take 5-10 s per target on 2 cores).
-FUZZTIME ?= 6000x
-FUZZMINIMIZETIME ?= 200x
-FUZZ_TARGETS := FuzzPluginConfig FuzzScope
+# fuzz runs the differential fuzz target of NRI's label selector against
+# k8s.io/apimachinery/pkg/labels (contrib/nri/selectortest) briefly; make
+# nri-check runs it too.
 fuzz:
-	@for fn in $(FUZZ_TARGETS); do \
-		echo "(cd $(POLICY_MOD) && $(GO) test -run '^$$' -fuzz '^$$fn$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) .)"; \
-		(cd $(POLICY_MOD) && $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) .) || exit 1; \
-	done
+	bash contrib/nri/build.sh selector
 
-# bench runs, in this order, pkg/nripolicy's Go benchmarks, then
-# bin/nri-bench on patched CRI-O and then on patched containerd, each
-# runtime once (needs root; docs/performance.md).
+# bench runs NRI's policy benchmarks (the relay with and without a required
+# plugin, paired per round, with benchstat), then bin/nri-bench on patched
+# CRI-O and then on patched containerd, each runtime once (needs root;
+# docs/performance.md).
 BENCH_FLAGS ?= -n 300 -rounds 11 -reps 10
 bench: build crio containerd
-	cd $(POLICY_MOD) && $(GO) test -run '^$$' -bench . -benchmem ./...
+	bash contrib/nri/build.sh bench
 	./bin/nri-bench -runtimes crio,containerd $(BENCH_FLAGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	cd $(POLICY_MOD) && $(GO) vet ./...
 
 install-deps:
 	@missing=""; \
