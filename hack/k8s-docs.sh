@@ -84,25 +84,35 @@ itself). The two files break the cycle with settings that must agree:
 
 | DaemonSet | drop-in | why |
 |---|---|---|
-| pod label `app.kubernetes.io/name: device-injector` | `exclude_pod_selector = "app.kubernetes.io/name=device-injector"` | the plugin's own pod is never gated on the plugin |
+| namespace `nri-plugins`, pod label `app.kubernetes.io/name: device-injector` | `[[crio.nri.policy.plugins."10-device-injector".exempt]]` with `namespace = "nri-plugins"` and `pod_selector = "app.kubernetes.io/name=device-injector"` | the plugin's own pod is never gated on the plugin; the label counts only in `nri-plugins`, so a pod elsewhere wearing it is gated (shown below) |
 | `hostNetwork: true` | `readiness = "network"` | while the plugin is not ready the runtime holds `NetworkReady=false`; the kubelet then reports the node NotReady and starts only hostNetwork pods, which includes the plugin's |
 | `tolerations: [{operator: Exists}]` | | the pod is placed on a node carrying the `node.kubernetes.io/not-ready` taint |
-| namespace `nri-plugins` | `exclude_namespaces = ["kube-system"]` | CNI and other node-critical pods in kube-system start without the plugin |
+| | `exclude_namespaces = ["kube-system"]` | CNI and other node-critical pods in kube-system start without the plugin |
 | `args: ["-idx", "10", ...]` | key `10-device-injector` | the index in the key must match the plugin's; the bare name (`device-injector`) accepts any index |
 
 Static pods (`kubernetes.io/config.source` other than `api`) are exempt by default
 (`exempt_static_pods = true`); the kubelet overwrites that annotation on API pods, so an API
 pod cannot claim it (shown below).
 
-**Known gap in today's drop-ins:** `exclude_pod_selector` applies in every namespace, so a pod
-in any namespace that wears the DaemonSet's label escapes the policy (shown below). The
-namespace-bound exemption rules replace it (the same keys in both runtimes):
+Exemptions are the operator's, never the pod author's. A pod's author sets its labels and
+annotations, not its namespace, so NRI's policy binds every label or annotation exemption to a
+namespace: the DaemonSet's pod is exempt because it runs in `nri-plugins` **and** wears the
+label; the same label on a pod in `default` changes nothing (shown below). An exemption without
+a `namespace`, or with a pattern that matches every namespace (`"*"`), is a configuration error
+that stops the runtime naming the key. What remains the operator's job is who may create pods
+in `nri-plugins` (RBAC, admission policy): whoever can, can exempt a pod. The exemption in both
+spellings (the same keys, decoded by NRI's one config type):
 
 ```toml
-[crio.nri.policy.plugins."device-injector"]      # containerd: [plugins."io.containerd.nri.v1.nri".policy.plugins."device-injector"]
-[[crio.nri.policy.plugins."device-injector".exempt]]
+# CRI-O (crio.conf.d/20-device-injector.conf)
+[[crio.nri.policy.plugins."10-device-injector".exempt]]
 namespace = "nri-plugins"
 pod_selector = "app.kubernetes.io/name=device-injector"
+
+# containerd (containerd.conf.d/20-device-injector.toml)
+[[plugins."io.containerd.nri.v1.nri".policy.plugins."10-device-injector".exempt]]
+  namespace = "nri-plugins"
+  pod_selector = "app.kubernetes.io/name=device-injector"
 ```
 
 `priorityClassName: system-node-critical` stays in the shipped DaemonSet: a required plugin
@@ -140,15 +150,7 @@ EOF
 	cell_crash() { echo "**$(verdict "$1" crash)**: $(v "$1" crash pods) pods, **$(v "$1" crash missing) without the injection**; plugin back $(v "$1" crash plugin_back_seconds) s after SIGKILL (DaemonSet pod Ready $(v "$1" crash ds_pod_back_seconds) s); last held pod Running $(v "$1" crash plugin_to_last_pod_running_seconds) s after the plugin's return; waited $(v "$1" crash waited), refused $(v "$1" crash refused_metric) (metrics), $(v "$1" crash refusals) refusal events"; }
 	cell_restart() { echo "**$(verdict "$1" "runtime restart")**: runtime down $(v "$1" runtime-restart runtime_down_seconds) s, $(v "$1" runtime-restart containers_lost) running containers lost; plugin synchronized again $(v "$1" runtime-restart plugin_back_seconds) s after the stop (the kubelet restarts its container); $(v "$1" runtime-restart pods) pods, **$(v "$1" runtime-restart missing) without the injection**; waited $(v "$1" runtime-restart waited), refused $(v "$1" runtime-restart refused_metric) (metrics of the new instance), $(v "$1" runtime-restart refusals) refusal events; last new pod Running $(v "$1" runtime-restart plugin_to_last_pod_running_seconds) s after the plugin's return"; }
 	cell_static() { echo "**$(verdict "$1" "static pods")**: static pod Running with the plugin absent; API pod with \`kubernetes.io/config.source: file\` refused, ran injected after the plugin returned ($(v "$1" static forged_source_missing) without the injection)"; }
-	cell_label() {
-		local o
-		o=$(v "$1" forged-label outcome)
-		if [[ $(v "$1" forged-label mode) == observe ]]; then
-			echo "**known escape** (skipped until the namespace-bound exemptions land): outcome \`$o\`"
-		else
-			echo "**$(verdict "$1" "forged exemption label")**: outcome \`$o\`"
-		fi
-	}
+	cell_label() { echo "**$(verdict "$1" "forged exemption label")**: outcome \`$(v "$1" forged-label outcome)\`; ran injected after the plugin returned ($(v "$1" forged-label forged_label_missing) without the injection)"; }
 	cell_outage() { echo "**$(verdict "$1" "outage semantics")**: NotReady $(v "$1" outage notready_seconds) s after the plugin's DaemonSet was deleted, \`not-ready:NoExecute\` taint at $(v "$1" outage noexecute_taint_seconds) s, the pod tolerating it 20 s evicted at $(v "$1" outage evicted_seconds) s; the pod with the default 300 s still Running"; }
 	cell_ignore() { echo "**$(verdict "$1" ignore)**: $(v "$1" ignore pods) pods all Running with the plugin down ($(v "$1" ignore without_plugin) without it, by design); the runtime counted $(v "$1" ignore ignored_metric) ignored requests"; }
 	row "node bootstrap (\`readiness = \"network\"\`, \`fail\`)" cell_bootstrap
@@ -235,7 +237,7 @@ EOF
 		[[ $local_ev != – ]] || local_ev=$(v "$rt" crash refusal_event)
 		[[ $local_ev != – ]] || local_ev=$(v "$rt" runtime-restart refusal_event)
 		if [[ $local_ev == – ]]; then
-			echo "- $(name "$rt"): none in this run: every held request was released by the plugin's return within \`registration_wait\` (10 s), or the kubelet held the pod back itself (NetworkNotReady). Whether a restart produces refusals depends on timing (earlier runs of this test saw 2–3 per runtime in the runtime-restart scenario, all retried by the kubelet and ending injected); a refusal reads like the one above, with the reason (\`is disconnected at T\`, \`is registered as … but not synchronized\`, \`is not registered\`)."
+			echo "- $(name "$rt"): none in this run: every held request was released by the plugin's return within \`registration_wait\` (10 s), or the kubelet held the pod back itself (NetworkNotReady). Whether a restart produces refusals depends on timing (earlier runs of this test saw 2–3 per runtime in the runtime-restart scenario, all retried by the kubelet and ending injected); a refusal reads like the one above, with the reason (\`is disconnected since T\`, \`is registered as … but not synchronized\`, \`is not registered\`)."
 		else
 			echo "- $(name "$rt"): \`$local_ev\`"
 		fi
@@ -281,16 +283,16 @@ EOF
 ### The forged exemption label
 
 EOF
-	for rt in $RUNTIMES; do
-		echo "- $(name "$rt"): a hostNetwork pod in \`default\` wearing \`app.kubernetes.io/name: device-injector\`, created while the plugin was absent: \`$(v "$rt" forged-label outcome)\`."
-	done
 	cat <<'EOF'
+The DaemonSet's label is an exemption only in the DaemonSet's namespace (`nri-plugins`). A
+hostNetwork pod in `default` wearing `app.kubernetes.io/name: device-injector`, created while
+the plugin was absent, must be refused like any other pod, and run injected once the plugin is
+back (issue 21):
 
-With today's drop-ins (`exclude_pod_selector`, not bound to a namespace) this is an escape; the
-scenario is skipped (and reported) until the drop-ins in contrib/kubernetes use the
-namespace-bound `[[...exempt]]` rules, at which point it runs and expects the refusal
-(`forged_label_mode` in test/k8s/lib.bash; `K8S_FORGED_LABEL=expect-refused` forces it).
 EOF
+	for rt in $RUNTIMES; do
+		echo "- $(name "$rt"): \`$(v "$rt" forged-label outcome)\`; $(v "$rt" forged-label forged_label_missing) containers without the injection after the plugin's return. The refusal: \`$(v "$rt" forged-label event)\`"
+	done
 } >"$OUT.tmp"
 
 mv "$OUT.tmp" "$OUT"

@@ -256,7 +256,7 @@ FORGED_SPEC='{"hostNetwork": true, "tolerations": [{"key": "node.kubernetes.io/n
 	# kubernetes.io/config.source with "api", the runtime gates it.
 	pod_json default forged-source '{"annotations": {"kubernetes.io/config.source": "file"}}' "$FORGED_SPEC" | kc apply -f - >/dev/null
 	local ev
-	ev=$(wait_event default forged-source 'is required for' 90)
+	ev=$(wait_event default forged-source "$REFUSAL_RE" 90)
 	[ -n "$ev" ]
 	record $s forged_source_event "$(jq -r '"\(.reason): \(.message)"' <<<"$ev")"
 	[ "$(kc -n default get pod forged-source -o jsonpath='{.status.phase}')" = Pending ]
@@ -276,42 +276,46 @@ FORGED_SPEC='{"hostNetwork": true, "tolerations": [{"key": "node.kubernetes.io/n
 	kc -n default delete pod forged-source --wait=false >/dev/null
 }
 
-# FLIP WHEN THE NEW RUNTIMES LAND: today's drop-ins exempt the DaemonSet's
-# pod with a global exclude_pod_selector, so this pod escapes; with the
-# namespace-bound exemption rules it must be refused. See forged_label_mode.
-@test "forged exemption label: a pod in default wearing the DaemonSet's label is still gated [known escape until namespace-bound exemptions]" {
-	local s=forged-label mode
-	mode=$(forged_label_mode)
-	record $s mode "$mode"
+# A pod author sets their pod's labels, not its namespace: the drop-ins
+# exempt the DaemonSet's label only in nri-plugins ([[...exempt]],
+# namespace-bound), so the same label on a pod in default exempts nothing
+# and the pod is gated like any other (issue 21).
+@test "forged exemption label: a pod in default wearing the DaemonSet's label is still gated" {
+	local s=forged-label
 	baseline
 	ds_delete
 	node_wait_notready 120s
 	pod_json default forged-label '{"labels": {"app.kubernetes.io/name": "device-injector", "nrigate.test/forged": "label"}}' \
 		"$FORGED_SPEC" | kc apply -f - >/dev/null
-	# Gated, the pod cannot run while the plugin is absent and the
-	# kubelet reports the refusal after registration_wait (10 s); exempt,
-	# it runs within seconds.
+	# Gated, the pod cannot run while the plugin is absent and the kubelet
+	# reports the refusal after registration_wait (10 s); were it exempt, it
+	# would run within seconds.
 	local ev phase
-	if kc -n default wait --for=jsonpath='{.status.phase}'=Running pod/forged-label --timeout=30s >/dev/null 2>&1; then
+	ev=$(wait_event default forged-label "$REFUSAL_RE" 90) || true
+	phase=$(kc -n default get pod forged-label -o jsonpath='{.status.phase}')
+	if [[ -n $ev ]]; then
+		record $s outcome "refused ($phase)"
+		record $s event "$(jq -r '"\(.reason): \(.message)"' <<<"$ev")"
+	elif [[ $phase == Running ]]; then
 		record $s outcome "Running without the plugin"
 	else
-		ev=$(wait_event default forged-label 'is required for' 30) || true
-		phase=$(kc -n default get pod forged-label -o jsonpath='{.status.phase}')
-		if [[ -n $ev ]]; then
-			record $s outcome "refused ($phase)"
-			record $s event "$(jq -r '"\(.reason): \(.message)"' <<<"$ev")"
-		else
-			record $s outcome "$phase, no refusal event"
-		fi
+		record $s outcome "$phase, no refusal event"
 	fi
+
+	# The plugin comes back: the held pod runs, injected. (Asserted after
+	# the cleanup, so that the next scenario starts from the baseline.)
 	ds_apply
 	ds_wait_ready 180s
 	node_wait_ready 120s
+	kc -n default wait --for=jsonpath='{.status.phase}'=Running pod/forged-label --timeout=180s >/dev/null || true
+	local pods missing
+	read -r pods missing < <(check_injection default nrigate.test/forged=label)
+	record $s forged_label_missing "$missing"
 	kc -n default delete pod forged-label --wait=true >/dev/null
-	if [[ $mode == observe ]]; then
-		skip "known escape on today's runtimes (global exclude_pod_selector): outcome '$(jq -r 'select(.scenario == "forged-label" and .key == "outcome") | .value' "$K8S_RESULTS/$K8S_RUNTIME.jsonl" | tail -1)'; expected refused once the drop-ins use namespace-bound exempt rules"
-	fi
 	[ -n "$ev" ]
+	[ "$phase" = Pending ]
+	[ "$pods" -ge 1 ]
+	[ "$missing" -eq 0 ]
 }
 
 @test "outage semantics: with a second Ready node, a NotReady node is tainted NoExecute and pods are evicted after tolerationSeconds" {

@@ -45,10 +45,19 @@ K8S_CONTRIB=$REPO_ROOT/contrib/kubernetes
 DAEMONSET_MANIFEST=$K8S_CONTRIB/device-injector-daemonset.yaml
 CRIO_DROPIN=$K8S_CONTRIB/crio.conf.d/20-device-injector.conf
 CONTAINERD_DROPIN=$K8S_CONTRIB/containerd.conf.d/20-device-injector.toml
-# The shipped policy's key and the DaemonSet's namespace and name.
+# The shipped policy's key and the DaemonSet's namespace and name: the
+# drop-ins' [crio.nri.policy.plugins."10-device-injector"] table and its
+# exemption (namespace "nri-plugins", the DaemonSet's pod label).
 POLICY_KEY=10-device-injector
 DS_NS=nri-plugins
 DS_NAME=device-injector
+# A refusal of NRI's plugin policy for our plugin, as a jq regex. The text
+# (NRI's RefusalError) reads 'refusing CreateContainer of container "c" in
+# pod ns/p: required NRI plugin "10-device-injector" is not registered;
+# waited ...'; the kubelet's events carry it after "rpc error: code =
+# FailedPrecondition desc = ". The NRIPluginsReady condition ("required NRI
+# plugins not ready: ...") is no event and does not match anyway.
+REFUSAL_RE="required NRI plugin \"$POLICY_KEY\""
 # The env var nri-faulty puts into every container it acts on.
 INJECTION=NRI_FAULTY_ACTED=device-injector
 # The sysctls the kubelet (setupKernelTunables) and the CNI bridge plugin
@@ -588,11 +597,10 @@ check_injection() {
 }
 
 # nri_events NS: the kubelet's events in NS whose message carries the
-# policy's refusal text ("nri: plugin ... is required for"), as JSON lines
-# {reason, count, message}.
+# policy's refusal (REFUSAL_RE), as JSON lines {reason, count, message}.
 nri_events() {
 	kc -n "$1" get events -o json |
-		jq -c '.items[] | select(.message | test("is required for")) | {reason, count: (.count // 1), message}'
+		jq -c --arg re "$REFUSAL_RE" '.items[] | select(.message | test($re)) | {reason, count: (.count // 1), message}'
 }
 # refusals NS: how many refusals the kubelet reported (events x count).
 refusals() { nri_events "$1" | jq -s 'map(.count) | add // 0'; }
@@ -633,23 +641,6 @@ wait_event() {
 # operator reads it.
 describe_events() {
 	kc -n "$1" describe pod "$2" | sed -n '/^Events:/,$p'
-}
-
-# forged_label_mode: whether the forged-label scenario must be refused.
-# Today's runtimes spell the exemption of the DaemonSet's pod as a global
-# exclude_pod_selector: a pod in any namespace wearing the label escapes
-# (the bug the namespace-bound exemption rules fix). The scenario expects a
-# refusal once the shipped drop-ins use those rules ([[...exempt]] tables),
-# and until then records what happens and is skipped. K8S_FORGED_LABEL
-# (expect-refused | observe) overrides the guess.
-forged_label_mode() {
-	if [[ -n ${K8S_FORGED_LABEL:-} ]]; then
-		echo "$K8S_FORGED_LABEL"
-	elif grep -qE '^\s*\[\[.*\.exempt\]\]' "$CRIO_DROPIN" "$CONTAINERD_DROPIN"; then
-		echo expect-refused
-	else
-		echo observe
-	fi
 }
 
 # fake_node_start NAME: a second node object kept Ready through the API
