@@ -88,7 +88,7 @@ exempt_static_pods = false
 [crio.nri.policy.plugins."guard"]
 fail_policy = "ignore"
 registration_wait = "3s"'
-	printf '[crio.nri.policy]\ntolerate_missing_plugins_annotation = "x"\n[crio.nri.policy.plugins."guard"]\nreadiness = "network"\n' \
+	printf '[[crio.nri.policy.exempt]]\nnamespace = "nri-plugins"\nannotation = "example.com/exempt"\n[crio.nri.policy.plugins."guard"]\nreadiness = "network"\n' \
 		>"$CRIO_CONFIG_DIR/20-more.conf"
 	table=$(guard_table)
 	# 20-more.conf's table alone: its readiness, the defaults for the rest.
@@ -96,9 +96,9 @@ registration_wait = "3s"'
 	assert_contains "$table" 'fail_policy = "fail"'
 	assert_contains "$table" 'registration_wait = "0s"'
 	# Both files' [crio.nri.policy] keys.
-	policy=$(crio_cmd config 2>/dev/null | sed -n '/^\[crio\.nri\.policy\]/,/^\[/p')
-	assert_contains "$policy" 'exempt_static_pods = false'
-	assert_contains "$policy" 'tolerate_missing_plugins_annotation = "x"'
+	config=$(crio_cmd config 2>/dev/null)
+	assert_contains "$(sed -n '/^\[crio\.nri\.policy\]/,/^\[/p' <<<"$config")" 'exempt_static_pods = false'
+	assert_contains "$(sed -n '/^\[\[crio\.nri\.policy\.exempt\]\]/,/^\[/p' <<<"$config")" 'annotation = "example.com/exempt"'
 }
 
 @test "a bad SIGHUP reload keeps the old policy and logs why" {
