@@ -57,36 +57,20 @@ LABEL=containerd
 # shellcheck source=../../hack/lib/upstream-series.sh
 . "$REPO/hack/lib/upstream-series.sh"
 
-# vendor DIR: containerd's `make vendor` (go mod tidy && go mod vendor).
-vendor() {
-	(cd "$1" && GOFLAGS=-buildvcs=false $GO mod tidy && GOFLAGS=-buildvcs=false $GO mod vendor)
+# tree_base: the pristine tree's generated vendor/ (containerd's make
+# vendor), the base the series' vendor diff is measured against.
+tree_base() {
+	[[ -z ${NO_TREE_HOOKS:-} ]] || return 0
+	vendor_tree "$1" "vendor: go mod tidy && go mod vendor (generated, pristine)"
+	git -C "$1" tag vendor-base
 }
 
-# prepare_vendored DIR: the pristine tree, its generated vendor/ as a second
-# commit (the base the series' vendor diff is measured against), the series
-# with git am, then the build-only replaces and vendor/ regenerated for the
-# patched tree, committed as "vendor: regenerated" (go.mod and go.sum keep
-# the replace uncommitted).
-prepare_vendored() {
-	local dst=$1 src p
-	src=$(pristine)
-	rm -rf "$dst"
-	mkdir -p "$(dirname "$dst")"
-	cp -r "$src" "$dst"
-	chmod -R u+w "$dst"
-	(cd "$dst" && git init -q && git add -A && "${BUILD_GIT[@]}" commit -q -m "$LABEL $VERSION")
-	vendor "$dst"
-	(cd "$dst" && git add -A && "${BUILD_GIT[@]}" commit -q -m "vendor: go mod tidy && go mod vendor (generated, pristine)")
-	for p in $(patches); do
-		(cd "$dst" && "${BUILD_GIT[@]}" am -q --keep-cr "$p") || {
-			echo "patch $(basename "$p") does not apply to $LABEL $VERSION with git am" >&2
-			(cd "$dst" && git am --abort 2>/dev/null)
-			return 1
-		}
-	done
-	add_replaces "$dst"
-	vendor "$dst"
-	(cd "$dst" && git add vendor && "${BUILD_GIT[@]}" commit -q --allow-empty -m "vendor: go mod tidy && go mod vendor (generated, with the series and $REPLACES)")
+# tree_finish: vendor/ regenerated for the patched tree with the build-only
+# replaces, as the last commit (go.mod and go.sum keep the replace
+# uncommitted).
+tree_finish() {
+	[[ -z ${NO_TREE_HOOKS:-} ]] || return 0
+	vendor_tree "$1" "vendor: go mod tidy && go mod vendor (generated, with the series and $REPLACES)" vendor
 }
 
 need_nri() {
@@ -103,7 +87,7 @@ cmd_build() {
 	fi
 	start=$SECONDS
 	rm -f "$OUT/stamp"
-	prepare_vendored "$OUT/src"
+	prepare "$OUT/src"
 	mkdir -p "$BIN"
 	echo "building containerd $VERSION with $(patches | wc -l) patches (vendor/, -mod=vendor)"
 	(cd "$OUT/src" && $GO build -mod=vendor -tags "$TAGS" -o "$BIN/" ./cmd/containerd ./cmd/containerd-shim-runc-v2 ./cmd/ctr)
@@ -142,7 +126,7 @@ cmd_check() {
 	local dir=$OUT/check bad=0 lint pkgs
 	need_nri
 	echo "applying $(patches | wc -l) patches to a fresh copy of containerd $VERSION with git am (vendor/ generated)"
-	prepare_vendored "$dir"
+	prepare "$dir"
 	check_signoff || bad=1
 	# go.mod as released against go.mod as the series commits it (the
 	# build's replace is not committed).
@@ -185,17 +169,10 @@ cmd_integration() {
 }
 
 cmd_edit() {
-	local dst=$OUT/edit src p
 	need_nri
-	src=$(pristine)
-	rm -rf "$dst"
-	mkdir -p "$OUT"
-	cp -r "$src" "$dst"
-	chmod -R u+w "$dst"
-	(cd "$dst" && git init -q && git add -A && "${BUILD_GIT[@]}" commit -q -m "$LABEL $VERSION")
-	for p in $(patches); do
-		(cd "$dst" && git am -q --keep-cr "$p")
-	done
+	# The series alone: no generated vendor/ commits to export.
+	NO_TREE_HOOKS=1 prepare "$OUT/edit"
+	(cd "$OUT/edit" && git checkout -q go.mod go.sum)
 	echo "build/containerd/edit: commit your changes there (one commit per patch, as $(git -C "$REPO" config user.name)),"
 	echo "build with GOFLAGS=-mod=mod after: go mod edit -replace $REPLACES (do not commit it); then: $0 export"
 }
@@ -208,9 +185,7 @@ cmd_export() {
 		echo "$dir: go.mod or go.sum has uncommitted changes (the build's replace?): git checkout go.mod go.sum first" >&2
 		return 1
 	fi
-	rm -f "$HERE"/patches/*.patch
-	(cd "$dir" && git format-patch -q --zero-commit --no-signature -o "$HERE/patches" "$base"..HEAD)
-	ls "$HERE/patches"
+	export_series "$dir" "$base"
 }
 
 case ${1:-build} in

@@ -61,17 +61,6 @@ LABEL=CRI-O
 # shellcheck source=../../hack/lib/upstream-series.sh
 . "$REPO/hack/lib/upstream-series.sh"
 
-# vendor_tree DIR MESSAGE: go mod tidy && go mod vendor in DIR, committed.
-vendor_tree() {
-	(
-		cd "$1"
-		GOFLAGS= $GO mod tidy
-		GOFLAGS= $GO mod vendor
-		git add -A
-		"${BUILD_GIT[@]}" commit -q --allow-empty -m "$2"
-	)
-}
-
 # tree_base: the vendor/ directory of the pristine tree, the base the
 # vendor diff of the series is measured against.
 tree_base() {
@@ -282,9 +271,7 @@ cmd_export() {
 		echo "a commit after vendor-base changes vendor/: vendor/ is generated, not part of the series" >&2
 		return 1
 	fi
-	rm -f "$HERE"/patches/*.patch
-	(cd "$dir" && git format-patch -q --zero-commit --no-signature -o "$HERE/patches" vendor-base..HEAD)
-	ls "$HERE/patches"
+	export_series "$dir" vendor-base
 }
 
 case ${1:-build} in

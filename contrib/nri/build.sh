@@ -150,9 +150,7 @@ cmd_export() {
 	local dir=$OUT/edit base
 	[[ -d $dir/.git ]] || { echo "no $dir: run $0 edit first" >&2; return 1; }
 	base=$(cd "$dir" && git rev-list --max-parents=0 HEAD)
-	rm -f "$HERE"/patches/*.patch
-	(cd "$dir" && git format-patch -q --zero-commit --no-signature -o "$HERE/patches" "$base"..HEAD)
-	ls "$HERE/patches"
+	export_series "$dir" "$base"
 }
 
 case ${1:-build} in

@@ -72,6 +72,29 @@ prepare() {
 	return 0
 }
 
+# vendor_tree DIR MESSAGE [PATHSPEC...]: the project's `make vendor` (go mod
+# tidy && go mod vendor) in DIR, committed with MESSAGE: everything, or only
+# PATHSPEC (vendor: the build's replace in go.mod stays uncommitted).
+vendor_tree() {
+	local dir=$1 msg=$2
+	shift 2
+	(
+		cd "$dir"
+		GOFLAGS= $GO mod tidy
+		GOFLAGS= $GO mod vendor
+		git add -A -- "${@:-.}"
+		"${BUILD_GIT[@]}" commit -q --allow-empty -m "$msg"
+	)
+}
+
+# export_series DIR BASE: the commits of DIR after BASE, written over the
+# series in $HERE/patches (git format-patch, zero commit hashes).
+export_series() {
+	rm -f "$HERE"/patches/*.patch
+	(cd "$1" && git format-patch -q --zero-commit --no-signature -o "$HERE/patches" "$2"..HEAD)
+	ls "$HERE/patches"
+}
+
 # add_replaces DIR: the REPLACES of the build tree, uncommitted.
 add_replaces() {
 	local r
