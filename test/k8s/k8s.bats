@@ -94,14 +94,9 @@ baseline() {
 	local last
 	last=$(last_running_epoch s-bootstrap app=web)
 	record $s plugin_to_last_pod_running_seconds "$(awk -v a="$t_reg" -v b="$last" 'BEGIN { printf "%.0f", b - a }')"
-	local pods missing
-	read -r pods missing < <(check_injection s-bootstrap app=web)
-	record $s pods "$pods"
-	record $s missing "$missing"
-	record $s refusals "$(refusals s-bootstrap)"
-	record $s netnotready "$(netnotready_events s-bootstrap)"
-	[ "$pods" -eq 3 ]
-	[ "$missing" -eq 0 ]
+	record_outcome $s s-bootstrap app=web
+	[ "$PODS" -eq 3 ]
+	[ "$MISSING" -eq 0 ]
 	record $s get_node_ready "$(kc get node "$NODE")"
 }
 
@@ -110,7 +105,7 @@ baseline() {
 	baseline
 	ns_create s-rollout
 	deployment s-rollout web 0
-	local m0 m1
+	local m0
 	m0=$(decisions)
 	local t0
 	t0=$(now)
@@ -119,20 +114,9 @@ baseline() {
 	kc -n "$DS_NS" rollout status ds/"$DS_NAME" --timeout=180s >/dev/null
 	wait_running s-rollout app=web 20 300s
 	record $s all_running_seconds "$(since "$t0")"
-	m1=$(decisions)
-	local pods missing
-	read -r pods missing < <(check_injection s-rollout app=web)
-	record $s pods "$pods"
-	record $s missing "$missing"
-	record $s waited "$(($(cut -d' ' -f1 <<<"$m1") - $(cut -d' ' -f1 <<<"$m0")))"
-	record $s refused_metric "$(($(cut -d' ' -f2 <<<"$m1") - $(cut -d' ' -f2 <<<"$m0")))"
-	record $s refusals "$(refusals s-rollout)"
-	record $s netnotready "$(netnotready_events s-rollout)"
-	local ev
-	ev=$(nri_events s-rollout | head -1)
-	[[ -z $ev ]] || record $s refusal_event "$(jq -r '"\(.reason): \(.message)"' <<<"$ev")"
-	[ "$pods" -eq 20 ]
-	[ "$missing" -eq 0 ]
+	record_outcome $s s-rollout app=web "$m0"
+	[ "$PODS" -eq 20 ]
+	[ "$MISSING" -eq 0 ]
 	kc -n s-rollout scale deploy/web --replicas=0 >/dev/null
 }
 
@@ -141,7 +125,7 @@ baseline() {
 	baseline
 	ns_create s-crash
 	deployment s-crash web 0
-	local m0 m1 pid p rc0
+	local m0 pid p rc0
 	m0=$(decisions)
 	pid=$(plugin_pid)
 	[ -n "$pid" ]
@@ -165,20 +149,9 @@ baseline() {
 	local last
 	last=$(last_running_epoch s-crash app=web)
 	record $s plugin_to_last_pod_running_seconds "$(awk -v a="$t_back" -v b="$last" 'BEGIN { d = b - a; printf "%.0f", (d < 0 ? 0 : d) }')"
-	m1=$(decisions)
-	local pods missing
-	read -r pods missing < <(check_injection s-crash app=web)
-	record $s pods "$pods"
-	record $s missing "$missing"
-	record $s waited "$(($(cut -d' ' -f1 <<<"$m1") - $(cut -d' ' -f1 <<<"$m0")))"
-	record $s refused_metric "$(($(cut -d' ' -f2 <<<"$m1") - $(cut -d' ' -f2 <<<"$m0")))"
-	record $s refusals "$(refusals s-crash)"
-	record $s netnotready "$(netnotready_events s-crash)"
-	local ev
-	ev=$(nri_events s-crash | head -1)
-	[[ -z $ev ]] || record $s refusal_event "$(jq -r '"\(.reason): \(.message)"' <<<"$ev")"
-	[ "$pods" -eq 10 ]
-	[ "$missing" -eq 0 ]
+	record_outcome $s s-crash app=web "$m0"
+	[ "$PODS" -eq 10 ]
+	[ "$MISSING" -eq 0 ]
 	kc -n s-crash scale deploy/web --replicas=0 >/dev/null
 }
 
@@ -215,22 +188,10 @@ baseline() {
 	still=$(kc -n s-restart get pods -l app=web -o json | jq -r --arg b "$before" '[.items[].status.containerStatuses[].containerID] as $now | ($b | split(",")) - $now | length')
 	record $s containers_lost "$still"
 	[ "$still" -eq 0 ]
-	local pods missing
-	read -r pods missing < <(check_injection s-restart app=web)
-	record $s pods "$pods"
-	record $s missing "$missing"
-	record $s refusals "$(refusals s-restart)"
-	record $s netnotready "$(netnotready_events s-restart)"
 	# The restarted runtime's counters start at zero.
-	local m1
-	m1=$(decisions)
-	record $s waited "$(cut -d' ' -f1 <<<"$m1")"
-	record $s refused_metric "$(cut -d' ' -f2 <<<"$m1")"
-	local ev
-	ev=$(nri_events s-restart | head -1)
-	[[ -z $ev ]] || record $s refusal_event "$(jq -r '"\(.reason): \(.message)"' <<<"$ev")"
-	[ "$pods" -eq 6 ]
-	[ "$missing" -eq 0 ]
+	record_outcome $s s-restart app=web "0 0 0"
+	[ "$PODS" -eq 6 ]
+	[ "$MISSING" -eq 0 ]
 	kc -n s-restart scale deploy/web --replicas=0 >/dev/null
 }
 

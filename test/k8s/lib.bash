@@ -604,6 +604,27 @@ nri_events() {
 }
 # refusals NS: how many refusals the kubelet reported (events x count).
 refusals() { nri_events "$1" | jq -s 'map(.count) | add // 0'; }
+# record_outcome SCENARIO NS SELECTOR [DECISIONS_BEFORE]: record the pods
+# SELECTOR matches in NS and how many lack the injection (also set as PODS
+# and MISSING), the refusal and NetworkNotReady events and the first refusal
+# event; given decisions of before, also the waits and refusals the runtime
+# counted since.
+record_outcome() {
+	local s=$1 ns=$2 m0=${4:-} m1 ev
+	read -r PODS MISSING < <(check_injection "$ns" "$3")
+	record "$s" pods "$PODS"
+	record "$s" missing "$MISSING"
+	if [[ -n $m0 ]]; then
+		m1=$(decisions)
+		record "$s" waited "$(($(cut -d' ' -f1 <<<"$m1") - $(cut -d' ' -f1 <<<"$m0")))"
+		record "$s" refused_metric "$(($(cut -d' ' -f2 <<<"$m1") - $(cut -d' ' -f2 <<<"$m0")))"
+	fi
+	record "$s" refusals "$(refusals "$ns")"
+	record "$s" netnotready "$(netnotready_events "$ns")"
+	ev=$(nri_events "$ns" | head -1)
+	[[ -z $ev ]] || record "$s" refusal_event "$(jq -r '"\(.reason): \(.message)"' <<<"$ev")"
+}
+
 # netnotready_events NS: how many times the kubelet held a pod back because
 # the runtime's network was not ready.
 netnotready_events() {
