@@ -6,6 +6,9 @@
 #   make run            patched CRI-O in the foreground with the sample policy (run-crio)
 #   make demo           hack/demo.sh: the scripted walk-through on $(RUNTIME)
 #   make test           everything CI runs, with a per-suite summary at the end
+#   make prebuild       the slow tool builds make test needs later (golangci-lint
+#                       of each upstream, Kubernetes; hack/prebuild.sh): make
+#                       test starts them first, in the background
 #   make test-go        Go tests of the root module (not test/e2e), -race
 #   make test-unit      the same under -short
 #   make fuzz           the fuzz target of NRI's label selector against Kubernetes', briefly
@@ -47,7 +50,7 @@ RUNTIME_TESTS :=
 -include test/runtimes.mk
 -include test/k8s/k8s.mk
 
-.PHONY: all build test test-go test-unit fuzz lint bench install-deps run demo clean
+.PHONY: all build prebuild test test-go test-unit fuzz lint bench install-deps run demo clean
 
 all: build
 
@@ -61,8 +64,15 @@ build:
 
 # test is everything CI runs: lint, the Go tests, NRI's checks and tests on
 # the patched NRI tree, then each runtime's suites (RUNTIME_TESTS).
-test: install-deps lint build test-go nri-check $(RUNTIME_TESTS)
+test: install-deps prebuild lint build test-go nri-check $(RUNTIME_TESTS)
 	@echo "== test summary ==" && cat $(SUMMARY_FILE) && rm -f $(SUMMARY_FILE)
+
+# prebuild starts the builds make test needs late (golangci-lint of each
+# upstream, Kubernetes) in the background at nice 19, to use the CPU the
+# runtime suites leave idle; it stops with this make (hack/prebuild.sh).
+# Alone (make prebuild) it runs to the end in the background.
+prebuild:
+	hack/prebuild.sh $(if $(filter test,$(MAKECMDGOALS)),$(shell echo $$PPID),1) $(TESTLOGS)/prebuild.log
 
 # Each suite ends with a one-line summary (tests, passed, failed, skipped)
 # from hack/test-summary.sh, which keeps the logs under $(TESTLOGS); make

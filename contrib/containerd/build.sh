@@ -19,6 +19,8 @@
 #   build.sh edit      build/containerd/edit: a tree to change the series in
 #                      (commit there, one commit per patch, then export)
 #   build.sh export    the commits of build/containerd/edit as patches/
+#   build.sh lint-tool the path of the golangci-lint containerd pins,
+#                      installed on first use
 #
 # The pristine source is the released module (go mod download), which has no
 # vendor/: the build tree gets it generated, as containerd's own
@@ -195,6 +197,7 @@ unit) shift; cmd_unit "$@" ;;
 integration) shift; cmd_integration "$@" ;;
 edit) cmd_edit ;;
 export) cmd_export ;;
+lint-tool) golangci_lint "$GOLANGCI_LINT_VERSION" ;;
 packages) touched_packages ;;
-*) echo "usage: $0 build|check|unit|integration|edit|export|packages" >&2; exit 2 ;;
+*) echo "usage: $0 build|check|unit|integration|edit|export|packages|lint-tool" >&2; exit 2 ;;
 esac

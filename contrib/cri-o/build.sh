@@ -19,6 +19,8 @@
 #   build.sh edit    build/cri-o/edit: a tree to change the series in (commit
 #                    there, one commit per patch, then export)
 #   build.sh export  the commits of build/cri-o/edit as contrib/cri-o/patches
+#   build.sh lint-tool the path of the golangci-lint CRI-O pins, installed on
+#                    first use
 #
 # Every tree is a git repository of its own: the released module (go mod
 # download; the module zip has no vendor/), then a commit with the vendor/
@@ -281,6 +283,7 @@ unit) cmd_unit ;;
 nritest) cmd_nritest ;;
 edit) cmd_edit ;;
 export) cmd_export ;;
+lint-tool) golangci_lint "$GOLANGCI_LINT_VERSION" ;;
 packages) touched_packages ;;
-*) echo "usage: $0 build|check|unit|nritest|edit|export|packages" >&2; exit 2 ;;
+*) echo "usage: $0 build|check|unit|nritest|edit|export|packages|lint-tool" >&2; exit 2 ;;
 esac

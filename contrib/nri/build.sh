@@ -21,6 +21,8 @@
 #   build.sh edit     build/nri/edit: a tree to change the series in (commit
 #                     there, then export)
 #   build.sh export   the commits of build/nri/edit as contrib/nri/patches
+#   build.sh lint-tool the path of the golangci-lint NRI pins, installed on
+#                     first use
 #
 # The pristine source is the released module (go mod download).
 set -euo pipefail
@@ -160,5 +162,6 @@ selector) cmd_selector ;;
 bench) cmd_bench ;;
 edit) cmd_edit ;;
 export) cmd_export ;;
-*) echo "usage: $0 build|check|selector|bench|edit|export" >&2; exit 2 ;;
+lint-tool) golangci_lint "$GOLANGCI_LINT_VERSION" ;;
+*) echo "usage: $0 build|check|selector|bench|edit|export|lint-tool" >&2; exit 2 ;;
 esac

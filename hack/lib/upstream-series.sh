@@ -182,12 +182,21 @@ check_signoff() {
 }
 
 # golangci_lint VERSION: the path of golangci-lint VERSION, installed with go
-# install into build/tools on first use (the version the project pins).
+# install into build/tools on first use (the version the project pins). The
+# install holds a lock, so a caller waits for one already under way (make
+# test starts them in the background, hack/prebuild.sh) instead of racing it.
 golangci_lint() {
-	local dir=$REPO/build/tools/golangci-lint-$1
+	local dir=$REPO/build/tools/golangci-lint-$1 lock
+	mkdir -p "$REPO/build/tools"
+	exec {lock}>"$dir.lock"
+	if ! flock -n "$lock"; then
+		echo "waiting for the golangci-lint $1 install under way (hack/prebuild.sh)" >&2
+		flock "$lock"
+	fi
 	if [[ ! -x $dir/golangci-lint ]]; then
 		echo "installing golangci-lint $1 into $dir" >&2
 		(cd /tmp && GOFLAGS= GOBIN=$dir $GO install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$1") >&2 || return 1
 	fi
+	exec {lock}>&-
 	echo "$dir/golangci-lint"
 }

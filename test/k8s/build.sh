@@ -43,6 +43,15 @@ have_all() {
 	for b in $BINARIES; do [[ -x $BIN/$b ]] || return 1; done
 }
 
+# One build at a time: a second caller (make test-k8s while hack/prebuild.sh
+# builds in the background) waits, then finds the stamp current.
+mkdir -p "$OUT"
+exec {lock}>"$OUT/build.lock"
+if ! flock -n "$lock"; then
+	echo "waiting for the Kubernetes build under way (hack/prebuild.sh)"
+	flock "$lock"
+fi
+
 hash=$(inputs_hash)
 if [[ -f $OUT/stamp && $(cat "$OUT/stamp") == "$hash" ]] && have_all; then
 	echo "Kubernetes $K8S_VERSION, etcd and cfssl are up to date in ${BIN#"$REPO"/}"
