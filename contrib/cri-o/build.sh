@@ -243,18 +243,20 @@ SERVER_SKIP=${CRIO_SERVER_SKIP:-ContainerRestore from archive into new pod}
 SERVER_TEST_SKIP=${CRIO_SERVER_TEST_SKIP:-TestAddOCIBindsRROMountsError}
 cmd_unit() {
 	local dir=$OUT/src pkgs start race=() p
-	cmd_build
+	cmd_build >&2
 	pkgs=$(touched_packages | grep -v -e '^./test/')
-	[[ -n $pkgs ]] || { echo "the series touches no Go package"; return; }
+	[[ -n $pkgs ]] || { echo "the series touches no Go package" >&2; return; }
 	start=$SECONDS
 	for p in $pkgs; do [[ $p == ./server ]] || race+=("$p"); done
-	echo "go test -race -count=1 -tags \"$TESTTAGS\" ${race[*]}"
-	(cd "$dir" && $GO test -race -count=1 -tags "$TESTTAGS" "${race[@]}")
+	# Extra arguments (make's -json, through hack/test-summary.sh) go to
+	# both go test runs.
+	echo "go test -race -count=1 -tags \"$TESTTAGS\" $* ${race[*]}" >&2
+	(cd "$dir" && $GO test -race -count=1 -tags "$TESTTAGS" "$@" "${race[@]}")
 	if grep -qx ./server <<<"$pkgs"; then
-		echo "go test -count=1 -tags \"$TESTTAGS\" ./server -skip '$SERVER_TEST_SKIP' -ginkgo.skip '$SERVER_SKIP'"
-		(cd "$dir" && $GO test -count=1 -tags "$TESTTAGS" ./server -skip "$SERVER_TEST_SKIP" -ginkgo.skip "$SERVER_SKIP")
+		echo "go test -count=1 -tags \"$TESTTAGS\" $* ./server -skip '$SERVER_TEST_SKIP' -ginkgo.skip '$SERVER_SKIP'" >&2
+		(cd "$dir" && $GO test -count=1 -tags "$TESTTAGS" "$@" ./server -skip "$SERVER_TEST_SKIP" -ginkgo.skip "$SERVER_SKIP")
 	fi
-	echo "CRI-O unit tests of the touched packages passed in $((SECONDS - start))s"
+	echo "CRI-O unit tests of the touched packages passed in $((SECONDS - start))s" >&2
 }
 
 cmd_edit() {
@@ -279,7 +281,7 @@ cmd_export() {
 case ${1:-build} in
 build) cmd_build ;;
 check) cmd_check ;;
-unit) cmd_unit ;;
+unit) shift; cmd_unit "$@" ;;
 nritest) cmd_nritest ;;
 edit) cmd_edit ;;
 export) cmd_export ;;

@@ -28,7 +28,7 @@ crio-check:
 	bash contrib/cri-o/build.sh check
 
 crio-unit: crio
-	bash contrib/cri-o/build.sh unit
+	hack/test-summary.sh go "CRI-O unit tests (touched packages; -race but server/)" $(TESTLOGS)/crio-unit.json -- bash contrib/cri-o/build.sh unit
 
 crio-nri-suite: crio
 	bash contrib/cri-o/build.sh nritest

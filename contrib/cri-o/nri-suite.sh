@@ -72,7 +72,10 @@ run() {
 	pass=$(grep -c '^--- PASS' "$out")
 	fail=$(grep -c '^--- FAIL' "$out")
 	skip=$(grep -c '^--- SKIP' "$out")
-	echo "CRI-O NRI suite ($name): $pass passed, $fail failed, $skip skipped in $((SECONDS - start))s"
+	line="CRI-O test/nri ($name): $((pass + fail + skip)) tests, $pass passed, $fail failed, $skip skipped"
+	echo "$line in $((SECONDS - start))s"
+	# make test repeats every suite's line at the end (hack/test-summary.sh).
+	[[ -z ${SUMMARY_FILE:-} ]] || echo "$line" >>"$SUMMARY_FILE"
 	grep -E '^--- (PASS|FAIL|SKIP)' "$out" | sed 's/^/    /'
 	cleanup
 	if ((pass != want_pass || skip != want_skip || fail != 0)); then
