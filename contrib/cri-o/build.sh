@@ -235,7 +235,7 @@ cmd_check() {
 
 # Unit tests of every package the series touches, under -race. CRI-O's
 # server package is not race-clean upstream: pristine v1.36.3's server tests
-# report data races under -race (SERVER_RACES below), so server/ runs without
+# report data races under -race (README.md, "Races upstream"), so server/ runs without
 # -race, skipping the specs that need what this machine lacks (SERVER_SKIP:
 # checkpoint restore from an archive, a shared / mount). test/nri is CRI-O's
 # integration suite (Makefile GINKGO_SKIP_PACKAGES), run by nri-suite.sh.
