@@ -11,7 +11,7 @@
 #                       test starts them first, in the background
 #   make test-go        Go tests of the root module (not test/e2e), -race
 #   make test-unit      the same under -short
-#   make fuzz           the fuzz target of NRI's label selector against Kubernetes', briefly
+#   make fuzz           the fuzz targets of NRI's label selector and policy scope, briefly
 #   make lint           gofmt and go vet
 #   make bench          NRI's policy benchmarks (contrib/nri/build.sh bench), then
 #                       bin/nri-bench on CRI-O, then on containerd
@@ -94,9 +94,10 @@ test-go: build
 test-unit:
 	$(GO) test $(GOTEST_FLAGS) -short $(GO_PKGS)
 
-# fuzz runs the differential fuzz target of NRI's label selector against
-# k8s.io/apimachinery/pkg/labels (contrib/nri/selectortest) briefly; make
-# nri-check runs it too.
+# fuzz runs, briefly, the fuzz targets of contrib/nri/selectortest: NRI's
+# label selector against k8s.io/apimachinery/pkg/labels, and the policy's
+# scope and exemption decision against the documented rule; make nri-check
+# runs them too.
 fuzz:
 	bash contrib/nri/build.sh selector
 

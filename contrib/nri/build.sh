@@ -86,9 +86,12 @@ cmd_check() {
 
 cmd_selector() {
 	cmd_build
-	echo "go test -race ./... in contrib/nri/selectortest (seed corpus and table), then -fuzz $SELECTOR_FUZZ"
+	echo "go test -race ./... in contrib/nri/selectortest (seed corpora and tables), then each fuzz target -fuzztime $SELECTOR_FUZZ"
 	(cd "$HERE/selectortest" && $GO test -race -count=1 ./...)
-	(cd "$HERE/selectortest" && $GO test -run '^$' -fuzz '^FuzzSelectorMatchesKubernetes$' -fuzztime "$SELECTOR_FUZZ" .)
+	local target
+	for target in FuzzSelectorMatchesKubernetes FuzzScopeMatchesTheDocumentedRule; do
+		(cd "$HERE/selectortest" && $GO test -run '^$' -fuzz "^$target\$" -fuzztime "$SELECTOR_FUZZ" .)
+	done
 }
 
 BENCHSTAT_VERSION=v0.0.0-20260908200009-22c9c6c9d4da

@@ -3,6 +3,9 @@
 // k8s.io module) accepts the same selectors as Kubernetes and matches the
 // same label sets: k8s.io/apimachinery/pkg/labels is the reference. It
 // lives outside NRI's module, which must not require k8s.io/apimachinery.
+// scope_test.go checks the policy's whole scope and exemption decision
+// against the documented rule, written down independently, with
+// Kubernetes' selector.
 package selectortest
 
 import (
