@@ -79,6 +79,8 @@ prebuild:
 # test repeats the lines at the end.
 TESTLOGS ?= bin/test-logs
 export SUMMARY_FILE ?= $(CURDIR)/$(TESTLOGS)/summary.txt
+# Suites append to it when run alone too.
+$(shell mkdir -p $(dir $(SUMMARY_FILE)))
 ifneq ($(filter test,$(MAKECMDGOALS)),)
 $(shell rm -f $(SUMMARY_FILE))
 endif

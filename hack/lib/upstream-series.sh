@@ -195,7 +195,13 @@ golangci_lint() {
 	fi
 	if [[ ! -x $dir/golangci-lint ]]; then
 		echo "installing golangci-lint $1 into $dir" >&2
-		(cd /tmp && GOFLAGS= GOBIN=$dir $GO install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$1") >&2 || return 1
+		# Into a directory of its own first: an install killed half way
+		# (the background prebuild ends with make) leaves no binary.
+		rm -rf "$dir.tmp"
+		(cd /tmp && GOFLAGS= GOBIN=$dir.tmp $GO install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$1") >&2 || return 1
+		mkdir -p "$dir"
+		mv "$dir.tmp/golangci-lint" "$dir/golangci-lint"
+		rmdir "$dir.tmp"
 	fi
 	exec {lock}>&-
 	echo "$dir/golangci-lint"
