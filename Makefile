@@ -104,10 +104,10 @@ fuzz:
 	bash contrib/nri/build.sh selector
 
 # bench runs NRI's policy benchmarks (the relay with and without a required
-# plugin, paired per round, with benchstat), then bin/nri-bench on patched
-# CRI-O and then on patched containerd, each runtime once (needs root;
-# docs/performance.md).
-BENCH_FLAGS ?= -n 300 -rounds 11 -reps 10
+# plugin, and the two interleaved request by request, with benchstat), then
+# bin/nri-bench on patched CRI-O and then on patched containerd, each
+# runtime once (needs root; docs/performance.md).
+BENCH_FLAGS ?= -n 300 -rounds 15 -reps 10
 bench: build crio containerd
 	bash contrib/nri/build.sh bench
 	./bin/nri-bench -runtimes crio,containerd $(BENCH_FLAGS)

@@ -123,7 +123,13 @@ func (r *Runtime) Stop() error {
 
 // RunPod runs PodConfig(name) with its logs under the runtime's directory.
 func (r *Runtime) RunPod(name string) (string, *runtimeapi.PodSandboxConfig, error) {
+	return r.RunPodIn(name, "default")
+}
+
+// RunPodIn runs PodConfig(name) in namespace instead of default.
+func (r *Runtime) RunPodIn(name, namespace string) (string, *runtimeapi.PodSandboxConfig, error) {
 	cfg := PodConfig(name, filepath.Join(r.Dir, "logs"))
+	cfg.Metadata.Namespace = namespace
 	resp, err := r.RT.RunPodSandbox(context.Background(), &runtimeapi.RunPodSandboxRequest{Config: cfg})
 	if err != nil {
 		return "", nil, err

@@ -1,19 +1,25 @@
 // Command nri-bench measures what NRI and the admission policy cost end to
 // end in patched CRI-O and containerd. For each runtime of -runtimes
-// (crio, containerd) it starts the runtime fresh for each of
+// (crio, containerd) it measures
 //
 //	(a) NRI off (enable_nri = false / disable = true),
-//	(b) NRI on, one plugin (nri-faulty, ok mode) running, no policy,
-//	(c) the same plugin required with fail_policy = "fail",
+//	(b) NRI on, one plugin (nri-faulty, ok mode) running, the pod not in
+//	    the scope of any required plugin,
+//	(c) the same plugin required with fail_policy = "fail" for the pod,
 //
 // each set through the runtime's own config: test/e2e/runtime.sh writes it
 // with the runtime's config script (contrib/cri-o/crio-test-config.sh,
-// contrib/containerd/containerd-test-config.sh) as the BATS suites do. It
-// creates and removes -n containers through the CRI socket for each from
-// -workers clients, and prints containers/second, p50/p99 create latency
-// and the ratios (c)/(b) and (b)/(a). The three configurations run in
-// -rounds interleaved rounds so that load changes on a shared machine hit
-// all of them alike. (c) is compared with (b) round by round: the median of
+// contrib/containerd/containerd-test-config.sh) as the BATS suites do.
+// (a) runs in a daemon of its own. (b) and (c) share one daemon whose
+// policy requires the plugin in one namespace only, with a pod outside and
+// a pod inside it, and the creates alternate between the two pods: both
+// see the same daemon at the same moment, so that the policy's cost is not
+// lost in how much one daemon start differs from the next. It creates and
+// removes -n containers per configuration through the CRI socket from
+// -workers clients, and prints the throughput (workers / mean create+remove
+// time: what the configuration sustains on its own), p50/p99 create latency
+// and the ratios (c)/(b) and (b)/(a). The daemons run in -rounds rounds in
+// rotating order. (c) is compared with (b) round by round: the median of
 // the per-round throughput ratios and the ratio of the p99s over all
 // creates, each with a 95 % interval from resampling whole rounds, and a
 // verdict against the targets (met, missed, or unsettled: more rounds
@@ -42,23 +48,37 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
 	"github.com/nrigate/nrigate/test/critest"
 )
 
-// setup is one benchmarked daemon configuration.
+// gatedNamespace is the only namespace in which the daemon of (b) and (c)
+// requires the plugin.
+const gatedNamespace = "nri-bench-gated"
+
+// setup is one benchmarked configuration: a pod in a daemon.
 type setup struct {
-	name   string
-	nri    bool // NRI on and nri-faulty running
-	policy bool // guard required, fail-closed
+	name      string
+	namespace string
 }
 
 var setups = []setup{
-	{name: "a: NRI off"},
-	{name: "b: plugin, no policy", nri: true},
-	{name: "c: plugin required", nri: true, policy: true},
+	{name: "a: NRI off", namespace: "default"},
+	{name: "b: plugin, not required", namespace: "default"},
+	{name: "c: plugin required", namespace: gatedNamespace},
 }
+
+// daemonRun is a daemon started for a round and the setups measured in it.
+type daemonRun struct {
+	nri    bool  // NRI on and nri-faulty running
+	setups []int // indexes into setups
+}
+
+// daemonRuns are the daemons of a round: (a) alone, (b) and (c) side by side.
+var daemonRuns = []daemonRun{{setups: []int{0}}, {nri: true, setups: []int{1, 2}}}
 
 type options struct {
 	repo, faulty       string
@@ -128,8 +148,8 @@ func run(o options) error {
 		}
 		all = append(all, summary{o.runtime, med, cmp})
 	}
-	fmt.Printf("\nside by side, %d rounds of %d creates; (c) required ok plugin vs (b) same plugin not required\n", o.rounds, o.n)
-	fmt.Println("(ctr/s of the median round; ratio = median of per-round (c)/(b); p99 over all creates; [95 % interval over rounds]):")
+	fmt.Printf("\nside by side, %d rounds of %d creates each; (c) a pod the ok plugin is required for vs (b) a pod it is not required for, in the same daemon\n", o.rounds, o.n)
+	fmt.Println("(ctr/s of the median round: workers / mean create+remove time; ratio = median of per-round (c)/(b); p99 over all creates; [95 % interval over rounds]):")
 	fmt.Printf("  %-11s %10s %10s %22s %11s %11s %22s\n", "runtime", "(b) ctr/s", "(c) ctr/s", "throughput ratio", "(b) p99 ms", "(c) p99 ms", "p99 ratio")
 	for _, a := range all {
 		b, c, k := a.med[1], a.med[2], a.cmp
@@ -151,24 +171,26 @@ const (
 	maxP99Ratio        = 1.05
 )
 
-// runOne measures o.runtime: the three configurations in interleaved
-// rounds, then the registration_wait release. It returns the median rounds
-// and the comparison of (c) with (b).
+// runOne measures o.runtime: the three configurations in rounds, then the
+// registration_wait release. It returns the median rounds and the
+// comparison of (c) with (b).
 func runOne(o options) ([]result, comparison, error) {
 	fmt.Printf("nri-bench: runtime=%s n=%d workers=%d rounds=%d (create+remove, containers not started)\n",
 		o.runtime, o.n, o.workers, o.rounds)
 	results := make([][]result, len(setups))
 	for r := range o.rounds {
-		// Rotate the order so that no configuration always goes first.
-		for k := range setups {
-			i := (k + r) % len(setups)
-			res, err := benchOne(o, setups[i])
+		// Rotate the order so that no daemon always goes first.
+		for k := range daemonRuns {
+			dr := daemonRuns[(k+r)%len(daemonRuns)]
+			res, err := benchRun(o, dr)
 			if err != nil {
-				return nil, comparison{}, fmt.Errorf("%s: %w", setups[i].name, err)
+				return nil, comparison{}, fmt.Errorf("round %d: %w", r+1, err)
 			}
-			fmt.Printf("round %d %-22s %7.1f ctr/s  create p50 %6.2f ms  p99 %6.2f ms\n", r+1, setups[i].name,
-				res.rate, ms(res.p50), ms(res.p99))
-			results[i] = append(results[i], res)
+			for j, i := range dr.setups {
+				fmt.Printf("round %d %-25s %7.1f ctr/s  create p50 %6.2f ms  p99 %6.2f ms\n", r+1, setups[i].name,
+					res[j].rate, ms(res[j].p50), ms(res[j].p99))
+				results[i] = append(results[i], res[j])
+			}
 		}
 	}
 	cmp := compare(results[1], results[2], uint64(o.rounds)<<32|uint64(o.n))
@@ -185,7 +207,7 @@ func runOne(o options) ([]result, comparison, error) {
 		// The median round's throughput; p50/p99 over every round's creates
 		// (one round's p99 is its 2nd-slowest create: noise).
 		med[i].p50, med[i].p99 = percentiles(pooled)
-		fmt.Printf("  %-22s %7.1f ctr/s  create p50 %6.2f ms  p99 %6.2f ms\n", setups[i].name, med[i].rate, ms(med[i].p50), ms(med[i].p99))
+		fmt.Printf("  %-25s %7.1f ctr/s  create p50 %6.2f ms  p99 %6.2f ms\n", setups[i].name, med[i].rate, ms(med[i].p50), ms(med[i].p99))
 	}
 	fmt.Printf("throughput (c)/(b), median of rounds = %.3f [%.3f, %.3f] (target >= %.2f: %s)\n",
 		cmp.rate, cmp.rateLo, cmp.rateHi, minThroughputRatio, verdict(cmp.rateLo, cmp.rateHi, minThroughputRatio, true))
@@ -204,9 +226,11 @@ func runOne(o options) ([]result, comparison, error) {
 }
 
 type result struct {
-	rate     float64 // containers created and removed per second
+	// rate is the containers created and removed per second the
+	// configuration sustains on its own: workers / mean create+remove time.
+	rate     float64
 	p50, p99 time.Duration
-	lats     []time.Duration
+	lats     []time.Duration // create latencies
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -228,18 +252,25 @@ type daemon struct {
 	plugin *critest.Plugin
 }
 
-func startDaemon(o options, s setup, regWait string) (*daemon, error) {
+// guardPolicy requires the plugin guard, fail-closed, in namespace (every
+// namespace when empty), in CRI-O's syntax (the containerd config script
+// converts it).
+func guardPolicy(regWait, namespace string) string {
+	p := fmt.Sprintf("[crio.nri.policy.plugins.guard]\nfail_policy = \"fail\"\nregistration_wait = %q\n", regWait)
+	if namespace != "" {
+		p += fmt.Sprintf("namespaces = [%q]\n", namespace)
+	}
+	return p
+}
+
+func startDaemon(o options, nri bool, policy string) (*daemon, error) {
 	dir, err := os.MkdirTemp("", "nrigb")
 	if err != nil {
 		return nil, err
 	}
-	policy := ""
-	if s.policy {
-		policy = fmt.Sprintf("[crio.nri.policy.plugins.guard]\nfail_policy = \"fail\"\nregistration_wait = %q\n", regWait)
-	}
 	var stderr strings.Builder
 	r, err := critest.Start(critest.Options{Repo: o.repo, Runtime: o.runtime, Dir: dir, Policy: policy,
-		Image: o.image, BinDir: o.bindir, NRIOff: !s.nri}, &stderr)
+		Image: o.image, BinDir: o.bindir, NRIOff: !nri}, &stderr)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("%w: %s", err, stderr.String())
@@ -276,79 +307,109 @@ func (d *daemon) stop() {
 }
 
 // createRemove creates and removes one container and returns the create's
-// latency.
-func (d *daemon) createRemove(podID string, cfg *runtimeapi.PodSandboxConfig, name string) (time.Duration, error) {
+// latency and the time of both.
+func (d *daemon) createRemove(podID string, cfg *runtimeapi.PodSandboxConfig, name string) (time.Duration, time.Duration, error) {
 	ctx := context.Background()
 	t0 := time.Now()
 	r, err := d.RT.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, SandboxConfig: cfg, Config: critest.ContainerConfig(name)})
 	lat := time.Since(t0)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	_, err = d.RT.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: r.ContainerId})
-	return lat, err
+	return lat, time.Since(t0), err
 }
 
-func benchOne(o options, s setup) (result, error) {
-	d, err := startDaemon(o, s, "10s")
+// benchRun starts the daemon of dr, with a pod for each of its setups,
+// and creates and removes o.n containers in each pod from o.workers
+// clients, the pods taking turns. It returns a result per setup.
+func benchRun(o options, dr daemonRun) ([]result, error) {
+	policy := ""
+	if dr.nri {
+		policy = guardPolicy("0s", gatedNamespace)
+	}
+	d, err := startDaemon(o, dr.nri, policy)
 	if err != nil {
-		return result{}, err
+		return nil, err
 	}
 	defer d.stop()
-	if s.nri {
+	type pod struct {
+		id   string
+		cfg  *runtimeapi.PodSandboxConfig
+		lats []time.Duration
+		busy time.Duration // create+remove time of all its containers
+	}
+	pods := make([]*pod, len(dr.setups))
+	for j, i := range dr.setups {
+		id, cfg, err := d.RunPodIn(fmt.Sprintf("bench%d", i), setups[i].namespace)
+		if err != nil {
+			return nil, err
+		}
+		pods[j] = &pod{id: id, cfg: cfg}
+	}
+	if dr.nri {
+		// Before the plugin starts, the policy must refuse the create in
+		// (c)'s pod and let (b)'s through, or the two measure the same.
+		for j, i := range dr.setups {
+			_, _, err := d.createRemove(pods[j].id, pods[j].cfg, "scope-check")
+			if refused := status.Code(err) == codes.FailedPrecondition; refused != (setups[i].namespace == gatedNamespace) {
+				return nil, fmt.Errorf("%s: create without the plugin: %v; the policy does not scope as configured", setups[i].name, err)
+			}
+		}
 		if _, err := d.startPlugin(o); err != nil {
-			return result{}, err
+			return nil, err
 		}
 	}
-	podID, cfg, err := d.RunPod("bench")
-	if err != nil {
-		return result{}, err
-	}
-	for i := range 10 { // warm-up
-		if _, err := d.createRemove(podID, cfg, fmt.Sprintf("warm%d", i)); err != nil {
-			return result{}, err
+	for _, p := range pods {
+		for w := range 10 { // warm-up
+			if _, _, err := d.createRemove(p.id, p.cfg, fmt.Sprintf("warm%d", w)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	var (
 		mu    sync.Mutex
-		lats  []time.Duration
 		first error
 		wg    sync.WaitGroup
 	)
 	jobs := make(chan int)
-	start := time.Now()
 	for range o.workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				lat, err := d.createRemove(podID, cfg, fmt.Sprintf("c%d", i))
+				p := pods[i%len(pods)]
+				lat, busy, err := d.createRemove(p.id, p.cfg, fmt.Sprintf("c%d", i))
 				mu.Lock()
 				if err != nil && first == nil {
 					first = err
 				}
-				lats = append(lats, lat)
+				p.lats = append(p.lats, lat)
+				p.busy += busy
 				mu.Unlock()
 			}
 		}()
 	}
-	for i := range o.n {
+	for i := range o.n * len(pods) {
 		jobs <- i
 	}
 	close(jobs)
 	wg.Wait()
-	el := time.Since(start)
 	if first != nil {
-		return result{}, first
+		return nil, first
 	}
-	p50, p99 := percentiles(lats)
-	return result{rate: float64(o.n) / el.Seconds(), p50: p50, p99: p99, lats: lats}, nil
+	res := make([]result, len(pods))
+	for j, p := range pods {
+		p50, p99 := percentiles(p.lats)
+		res[j] = result{rate: float64(o.workers) * float64(len(p.lats)) / p.busy.Seconds(), p50: p50, p99: p99, lats: p.lats}
+	}
+	return res, nil
 }
 
 // benchRelease measures, reps times, how long a create waiting on
 // registration_wait takes to return after the required plugin is ready.
 func benchRelease(o options) ([]time.Duration, error) {
-	d, err := startDaemon(o, setups[2], "30s")
+	d, err := startDaemon(o, true, guardPolicy("30s", ""))
 	if err != nil {
 		return nil, err
 	}
