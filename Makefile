@@ -107,7 +107,7 @@ fuzz:
 # plugin, and the two interleaved request by request, with benchstat), then
 # bin/nri-bench on patched CRI-O and then on patched containerd, each
 # runtime once (needs root; docs/performance.md).
-BENCH_FLAGS ?= -n 300 -rounds 15 -reps 10
+BENCH_FLAGS ?= -n 300 -rounds 11 -reps 10
 bench: build crio containerd
 	bash contrib/nri/build.sh bench
 	./bin/nri-bench -runtimes crio,containerd $(BENCH_FLAGS)
