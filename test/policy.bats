@@ -76,6 +76,19 @@ start_faulty2() {
 	start_plugin FAULTY2_PID "$TESTDIR/faulty20.log" --name guard --idx 20 "$@"
 }
 
+# warned_once TEXT: the runtime's log has exactly one warning whose message
+# starts with TEXT: NRI logs each refusal, and each request let through by
+# fail_policy "ignore", once.
+warned_once() {
+	local n
+	n=$(unquote_log "$TESTDIR/daemon.log" | grep -cF "level=warning msg=\"$1" || true)
+	if [ "$n" -ne 1 ]; then
+		printf 'expected one warning starting with:\n  %s\nfound %d in:\n' "$1" "$n" >&2
+		grep -F "level=warning" "$TESTDIR/daemon.log" >&2
+		return 1
+	fi
+}
+
 # no_container: crictl ps -a lists nothing.
 no_container() {
 	[ -z "$(crictl_cmd ps -aq)" ]
@@ -110,6 +123,7 @@ fault_refuses_under_fail_only() {
 	create_ctr app
 	[ "$status" -ne 0 ]
 	assert_refused CreateContainer default/web app "is not registered; waited 0s (registration_wait 0s)"
+	warned_once 'refusing CreateContainer of container "app" in pod default/web: required NRI plugin "guard" is not registered'
 	no_container
 
 	start_faulty
@@ -125,6 +139,7 @@ fault_refuses_under_fail_only() {
 	create_ctr app
 	[ "$status" -eq 0 ]
 	[ -n "$(crictl_cmd ps -aq)" ]
+	warned_once 'required NRI plugin "guard" is not registered; proceeding with CreateContainer of container "app" in pod default/web without it (fail_policy ignore'
 }
 
 @test "fail: a plugin crashing while it handles CreateContainer refuses; ignore lets it through" {
@@ -471,11 +486,49 @@ stop_acted_once() {
 }
 
 @test "a bad policy value stops the runtime with NRI's text: the key, the value and what is allowed" {
-	# Not through run: a daemon that did start must stay known to teardown.
-	start_runtime "$(policy bogus)" && started=yes || started=no
+	# Pairs of a bad value in guard's table (or a whole table) and the text
+	# of NRI's Validate() for it, which each runtime prints below its own
+	# table: the one expected text here makes the two runtimes' equal.
+	local cases=(
+		'fail_policy = "bogus"'
+		'plugins."guard".fail_policy = "bogus": allowed values are "fail", "ignore" (alias "skip")'
+		'events = ["StopContainer"]'
+		'plugins."guard".events = "StopContainer": allowed values are "RunPodSandbox", "CreateContainer", "UpdateContainer"; teardown is never gated'
+		'readiness = "maybe"'
+		'plugins."guard".readiness = "maybe": allowed values are "condition", "network", "none"'
+		'registration_wait = "-1s"'
+		'plugins."guard".registration_wait = "-1s": must not be negative'
+		'registration_wait = "soon"'
+		'"soon" is not a duration (use Go syntax such as "500ms", "5s" or "1m")'
+		'pod_selector = "a in b"'
+		"plugins.\"guard\".pod_selector = \"a in b\": must be a Kubernetes label selector (unable to parse requirement: found 'b' expected: '(')"
+		'[crio.nri.policy.plugins."bad name"]
+fail_policy = "fail"'
+		"plugins.\"bad name\" = \"bad name\": a plugin name or INDEX-NAME is required (invalid plugin name \"bad name\": contains invalid character ' ')"
+	)
+	local i log table
+	for ((i = 0; i < ${#cases[@]}; i += 2)); do
+		: >"$TESTDIR/daemon.log"
+		# Not through run: a daemon that did start must stay known to teardown.
+		table=${cases[i]}
+		[[ $table == '['* ]] || table=$(printf '[crio.nri.policy.plugins.guard]\n%s' "$table")
+		start_runtime "$table" && started=yes || started=no
+		echo "${cases[i]}: started=$started"
+		[ "$started" = no ]
+		# CRI-O's logrus quotes the message: compare it unescaped.
+		log=$(unquote_log "$TESTDIR/daemon.log")
+		assert_contains "$log" "${cases[i + 1]}"
+		# The unparsable wait fails in decoding: the runtime names the key.
+		[[ ${cases[i]} != *'"soon"'* ]] || assert_contains "$log" registration_wait
+	done
+
+	# A policy with NRI disabled: the runtime's own key in NRI's sentence.
+	: >"$TESTDIR/daemon.log"
+	ENABLE_NRI=false start_runtime "$(policy fail)" && started=yes || started=no
 	[ "$started" = no ]
-	# CRI-O's logrus quotes the message: compare it unescaped.
-	assert_contains "$(unquote_log "$TESTDIR/daemon.log")" 'plugins."guard".fail_policy = "bogus": allowed values are "fail", "ignore" (alias "skip")'
+	log=$(unquote_log "$TESTDIR/daemon.log")
+	assert_contains "$log" 'plugins = ["guard"]: NRI is disabled ('
+	assert_contains "$log" '), so no plugin can be required: enable NRI or remove the plugin tables'
 }
 
 # ctr_state_is ID STATE: crictl inspect shows the container in STATE.

@@ -43,6 +43,15 @@ snapshots_are() {
 	assert_contains "$(tail -1 "$TESTDIR/daemon.log" | unquote_log)" 'policy.plugins."guard".fail_policy = "bogus"'
 }
 
+@test "containerd: an unknown key in a policy table is warned about, naming it" {
+	# containerd's own decoding of a plugin's table (DisallowUnknownFields,
+	# then a warning per key): a misspelt key must not go unnoticed.
+	start_runtime "$(guard_policy fail)
+registration_wiat = \"5s\""
+	assert_contains "$(unquote_log "$TESTDIR/daemon.log")" 'level=warning msg="Ignoring unknown key in TOML for plugin"'
+	assert_contains "$(unquote_log "$TESTDIR/daemon.log")" 'key="policy plugins guard registration_wiat"'
+}
+
 @test "containerd: a policy naming plugins with NRI disabled stops it" {
 	ENABLE_NRI=false runtime_config "$(guard_policy fail)"
 	run -1 timeout 20 "$RUNTIME_BINDIR/containerd" --config "$CONTAINERD_CONFIG"
