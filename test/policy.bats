@@ -84,7 +84,7 @@ warned_once() {
 	n=$(unquote_log "$TESTDIR/daemon.log" | grep -cF "level=warning msg=\"$1" || true)
 	if [ "$n" -ne 1 ]; then
 		printf 'expected one warning starting with:\n  %s\nfound %d in:\n' "$1" "$n" >&2
-		grep -F "level=warning" "$TESTDIR/daemon.log" >&2
+		unquote_log "$TESTDIR/daemon.log" | grep -F "level=warning" >&2
 		return 1
 	fi
 }
@@ -488,7 +488,7 @@ stop_acted_once() {
 @test "a bad policy value stops the runtime with NRI's text: the key, the value and what is allowed" {
 	# Pairs of a bad value in guard's table (or a whole table) and the text
 	# of NRI's Validate() for it, which each runtime prints below its own
-	# table: the one expected text here makes the two runtimes' equal.
+	# table: both runtimes must print this one expected text.
 	local cases=(
 		'fail_policy = "bogus"'
 		'plugins."guard".fail_policy = "bogus": allowed values are "fail", "ignore" (alias "skip")'
@@ -519,7 +519,7 @@ fail_policy = "fail"'
 		log=$(unquote_log "$TESTDIR/daemon.log")
 		assert_contains "$log" "${cases[i + 1]}"
 		# The unparsable wait fails in decoding: the runtime names the key.
-		[[ ${cases[i]} != *'"soon"'* ]] || assert_contains "$log" registration_wait
+		[[ ${cases[i]} != *'"soon"'* ]] || assert_contains "$log" plugins.guard.registration_wait
 	done
 
 	# A policy with NRI disabled: the runtime's own key in NRI's sentence.
