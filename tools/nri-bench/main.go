@@ -41,11 +41,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -100,7 +102,12 @@ func main() {
 	flag.StringVar(&o.runtimes, "runtimes", "crio", "comma-separated runtimes to measure, each once: crio, containerd")
 	flag.StringVar(&o.bindir, "bindir", "bin", "directory of the patched crio, pinns, containerd, shim and ctr binaries")
 	flag.Parse()
-	if err := run(o); err != nil {
+	go stopOnSignal()
+	err := run(o)
+	// An interrupted run fails here while stopOnSignal still stops the
+	// daemons: let it finish, and exit.
+	running.Lock()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "nri-bench:", err)
 		os.Exit(1)
 	}
@@ -122,6 +129,9 @@ func run(o options) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	running.Lock()
+	running.workDir = dir
+	running.Unlock()
 	o.image = filepath.Join(dir, "busybox.tar")
 	if out, err := exec.Command(filepath.Join(o.repo, "hack/make-test-image.sh"), o.image).CombinedOutput(); err != nil {
 		return fmt.Errorf("make-test-image: %v: %s", err, out)
@@ -252,6 +262,33 @@ type daemon struct {
 	plugin *critest.Plugin
 }
 
+// running are the daemons started and not yet stopped: an interrupted run
+// stops them rather than leave a runtime, its containers and its mounts
+// behind.
+var running = struct {
+	sync.Mutex
+	daemons map[*daemon]bool
+	workDir string // the test image's directory
+}{daemons: map[*daemon]bool{}}
+
+// stopOnSignal stops the running daemons on SIGINT or SIGTERM, then exits.
+// It holds running's lock to the end, so that neither main's exit nor a
+// daemon's own stop gets in its way.
+func stopOnSignal() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	s := <-sig
+	fmt.Fprintf(os.Stderr, "nri-bench: %v: stopping the runtimes it started\n", s)
+	running.Lock()
+	for d := range running.daemons {
+		d.stopNow()
+	}
+	if running.workDir != "" {
+		_ = os.RemoveAll(running.workDir)
+	}
+	os.Exit(130)
+}
+
 // guardPolicy requires the plugin guard, fail-closed, in namespace (every
 // namespace when empty), in CRI-O's syntax (the containerd config script
 // converts it).
@@ -275,7 +312,11 @@ func startDaemon(o options, nri bool, policy string) (*daemon, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("%w: %s", err, stderr.String())
 	}
-	return &daemon{Runtime: r}, nil
+	d := &daemon{Runtime: r}
+	running.Lock()
+	running.daemons[d] = true
+	running.Unlock()
+	return d, nil
 }
 
 // startPlugin starts nri-faulty as 10-guard and returns when it printed
@@ -299,6 +340,14 @@ func (d *daemon) killPlugin() {
 
 // stop stops the plugin and the runtime and removes its directory.
 func (d *daemon) stop() {
+	running.Lock()
+	delete(running.daemons, d)
+	running.Unlock()
+	d.stopNow()
+}
+
+// stopNow stops the daemon without updating running (stopOnSignal holds it).
+func (d *daemon) stopNow() {
 	d.killPlugin()
 	if err := d.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "nri-bench:", err)
