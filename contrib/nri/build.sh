@@ -6,19 +6,26 @@
 #                     runtimes build against it. Skipped when the stamp, a
 #                     hash of every input, is unchanged.
 #   build.sh check    NRI's own checks on a fresh copy with the series:
-#                     go.mod and go.sum unchanged, gofmt, go vet, NRI's
-#                     golangci-lint configuration with the golangci-lint
-#                     version NRI's CI pins, every patch authored and signed
-#                     off (DCO); build/nri/check is then the tree for NRI's
-#                     tests (make nri-check runs go test -race ./... there)
+#                     every patch authored and signed off (DCO), subjects
+#                     without a period; then at every pull request of the
+#                     stack (each patch is one; README.md): go.mod and go.sum
+#                     unchanged, gofmt, go vet, NRI's golangci-lint
+#                     configuration with the golangci-lint version NRI's CI
+#                     pins, and go test -race of the packages the series
+#                     touches; and API.md, the exported API the series adds
+#                     (apidiff against v0.12.5: compatible only, at most
+#                     MAX_NEW_API identifiers). build/nri/check is then the
+#                     tree for NRI's tests (make nri-check runs go test
+#                     -race ./... there)
 #   build.sh selector the differential test of NRI's label selector against
 #                     k8s.io/apimachinery/pkg/labels (contrib/nri/selectortest)
-#   build.sh bench    the policy's Go benchmarks in build/nri/src, summarized
-#                     with benchstat: the CreateContainer relay with and without
-#                     the plugin required (and the two interleaved request by
-#                     request, whose ratio per round gives a median and 95 %
-#                     interval), the decision for 0/1/8/32 ready required
-#                     plugins, and how soon a plugin's readiness shows
+#   build.sh bench    the Go benchmarks of required plugins in build/nri/src,
+#                     summarized with benchstat: the CreateContainer relay
+#                     with and without the plugin required (and the two
+#                     interleaved request by request, whose ratio per round
+#                     gives a median and 95 % interval), the decision for
+#                     0/1/8/32 ready required plugins, and how soon 1000
+#                     waiting requests are released
 #   build.sh edit     build/nri/edit: a tree to change the series in (commit
 #                     there, then export)
 #   build.sh export   the commits of build/nri/edit as contrib/nri/patches
@@ -37,6 +44,10 @@ GO=${GO:-go}
 export GOFLAGS="-buildvcs=false"
 # The golangci-lint NRI's CI runs (.github/workflows/ci.yml: version v2.12).
 GOLANGCI_LINT_VERSION=${NRI_GOLANGCI_LINT_VERSION:-v2.12.2}
+# apidiff (golang.org/x/exp/cmd/apidiff) and the most new exported
+# identifiers the series may add, in all packages together.
+APIDIFF_VERSION=v0.0.0-20261113113407-e3970619a1a4
+MAX_NEW_API=30
 # Number of differential fuzzing executions of the selector per run.
 SELECTOR_FUZZ=${NRI_SELECTOR_FUZZ:-20000x}
 
@@ -64,25 +75,84 @@ cmd_build() {
 }
 
 cmd_check() {
-	local dir=$OUT/check src bad=0 lint
+	local dir=$OUT/check src bad=0 lint k commits head
 	src=$(pristine)
 	echo "applying $(patches | wc -l) patches to a fresh copy of NRI $VERSION with git am"
 	prepare "$dir"
 	check_signoff || bad=1
-	if cmp -s "$src/go.mod" "$dir/go.mod" && cmp -s "$src/go.sum" "$dir/go.sum"; then
-		echo "go.mod, go.sum: unchanged (no new requirement for plugin authors)"
-	else
-		echo "go.mod or go.sum changed:"; diff "$src/go.mod" "$dir/go.mod" || true
-		bad=1
-	fi
-	check_gofmt "$dir" || bad=1
-	echo "go vet ./..."
-	(cd "$dir" && $GO vet ./...) || bad=1
+	check_subjects || bad=1
 	lint=$(golangci_lint "$GOLANGCI_LINT_VERSION")
-	echo "golangci-lint $GOLANGCI_LINT_VERSION run ./... (NRI's .golangci.yml)"
-	(cd "$dir" && "$lint" run ./...) || bad=1
+	# Each patch is a pull request of the stack: each must be green alone.
+	commits=($(cd "$dir" && git rev-list --reverse "$(git rev-list --max-parents=0 HEAD)..HEAD"))
+	head=$(cd "$dir" && git rev-parse --abbrev-ref HEAD)
+	for ((k = 0; k < ${#commits[@]}; k++)); do
+		(cd "$dir" && git checkout -q "${commits[k]}")
+		echo "== pull request $((k + 1)) of ${#commits[@]}: $(cd "$dir" && git log -1 --format=%s)"
+		check_tree "$src" "$dir" "$lint" || bad=1
+	done
+	(cd "$dir" && git checkout -q "$head")
+	check_api "$src" "$dir" || bad=1
 	((bad == 0)) || { echo "nri-check failed" >&2; return 1; }
 	echo "nri-check ok"
+}
+
+# check_tree PRISTINE DIR LINT: NRI's checks of the tree DIR at one pull
+# request of the stack.
+check_tree() {
+	local src=$1 dir=$2 lint=$3 bad=0 pkgs unformatted
+	if ! cmp -s "$src/go.mod" "$dir/go.mod" || ! cmp -s "$src/go.sum" "$dir/go.sum"; then
+		echo "go.mod or go.sum changed:"
+		diff "$src/go.mod" "$dir/go.mod" || true
+		bad=1
+	fi
+	unformatted=$(cd "$dir" && gofmt -l $(git ls-files '*.go'))
+	[[ -z $unformatted ]] || { echo "gofmt needed: $unformatted"; bad=1; }
+	(cd "$dir" && $GO vet ./...) || bad=1
+	(cd "$dir" && "$lint" run ./...) || bad=1
+	pkgs=$(cd "$dir" && git diff --name-only "$(git rev-list --max-parents=0 HEAD)" HEAD -- '*.go' |
+		xargs -r -n1 dirname | LC_ALL=C sort -u | sed 's|^|./|')
+	if [[ -n $pkgs ]]; then
+		echo "go test -race $pkgs"
+		(cd "$dir" && $GO test -race -count=1 $pkgs) || bad=1
+	fi
+	return "$bad"
+}
+
+# check_api PRISTINE DIR: contrib/nri/API.md is apidiff's report of the
+# series' exported API against the release; only compatible changes, and
+# at most MAX_NEW_API new identifiers.
+check_api() {
+	local src=$1 dir=$2 apidiff=$REPO/build/tools/apidiff-$APIDIFF_VERSION/apidiff report added bad=0
+	if [[ ! -x $apidiff ]]; then
+		(cd /tmp && GOFLAGS= GOBIN=$(dirname "$apidiff") $GO install "golang.org/x/exp/cmd/apidiff@$APIDIFF_VERSION")
+	fi
+	(cd "$src" && GOFLAGS= "$apidiff" -m -w "$OUT/v0.12.5.api" "$MOD")
+	(cd "$dir" && GOFLAGS= "$apidiff" -m -w "$OUT/patched.api" "$MOD")
+	report=$(GOFLAGS= "$apidiff" -m "$OUT/v0.12.5.api" "$OUT/patched.api" 2>/dev/null)
+	added=$(grep -c ': added$' <<<"$report" || true)
+	{
+		echo "# The API the NRI series adds"
+		echo
+		echo "Generated by \`make nri-check\` (contrib/nri/build.sh): \`apidiff -m\` of NRI $VERSION with the series against"
+		echo "the release. $added new exported identifiers (at most $MAX_NEW_API), no incompatible change."
+		echo
+		echo '```'
+		echo "$report"
+		echo '```'
+	} >"$OUT/API.md"
+	if grep -q '^Incompatible changes' <<<"$report"; then
+		echo "apidiff: the series makes incompatible changes:"; echo "$report"; bad=1
+	fi
+	if ((added > MAX_NEW_API)); then
+		echo "apidiff: $added new exported identifiers, more than $MAX_NEW_API"; bad=1
+	fi
+	if ! cmp -s "$OUT/API.md" "$HERE/API.md"; then
+		echo "contrib/nri/API.md is not apidiff's report of the series: update it from $OUT/API.md"
+		diff "$HERE/API.md" "$OUT/API.md" || true
+		bad=1
+	fi
+	((bad == 0)) && echo "apidiff: $added new exported identifiers, all compatible (contrib/nri/API.md)"
+	return "$bad"
 }
 
 cmd_selector() {
@@ -104,25 +174,25 @@ cmd_bench() {
 		(cd /tmp && GOBIN=$(dirname "$benchstat") $GO install "golang.org/x/perf/cmd/benchstat@$BENCHSTAT_VERSION")
 	fi
 	(cd "$OUT/src" && $GO test -c -o "$bin" ./pkg/adaptation/)
-	# A fresh process per round. The policy's share of a relay is the ratio
-	# of BenchmarkCreateContainerRelayInterleaved, which alternates
-	# between a runtime with no policy and one requiring its plugin request
-	# by request; the separate policy=none and =required runs give the
-	# allocations (their times differ by more than the policy's cost from
-	# one run to the next on a small machine).
+	# A fresh process per round. The cost of requiring a plugin is the
+	# ratio of BenchmarkCreateContainerRelayInterleaved, which alternates
+	# between a runtime that requires no plugin and one requiring its
+	# plugin request by request; the separate required=0 and =1 runs give
+	# the allocations (their times differ by more than the requirement's
+	# cost from one run to the next on a small machine).
 	bench() { (cd "$OUT/src/pkg/adaptation" && "$bin" -test.run '^$' -test.benchmem -test.bench "$1") | grep -E '^(Benchmark|goos|goarch|pkg|cpu)'; }
-	echo "$rounds rounds of adaptation.test -test.bench: CreateContainerRelay (policy=none, =required, interleaved), RequiredPluginsDecision, RequiredPluginBecomesReady"
+	echo "$rounds rounds of adaptation.test -test.bench: CreateContainerRelay (required=0, =1, interleaved), RequiredPluginsDecision, RequiredPluginWaitersReleased"
 	: >"$out"
 	for ((i = 0; i < rounds; i++)); do
-		bench 'CreateContainerRelay|RequiredPluginsDecision|RequiredPluginBecomesReady' >>"$out"
+		bench 'CreateContainerRelay|RequiredPluginsDecision|RequiredPluginWaitersReleased' >>"$out"
 	done
-	echo "== CreateContainer relay: plugin not required (base) vs required, separate runs"
-	"$benchstat" -filter '.name:CreateContainerRelay' -col /policy "$out"
+	echo "== CreateContainer relay: no plugin required (base) vs one required, separate runs"
+	"$benchstat" -filter '.name:CreateContainerRelay' -col /required "$out"
 	echo "== CreateContainer relay, interleaved request by request"
 	"$benchstat" -filter '.name:CreateContainerRelayInterleaved' "$out"
 	awk '/^BenchmarkCreateContainerRelayInterleaved/ { for (k = 2; k <= NF; k++) if ($k == "required/none") print $(k - 1) }' "$out" |
 		paired_ratio
-	echo "== the policy's decision, readiness latency"
+	echo "== the decision, and 1000 waiting requests released once the plugin is synchronized"
 	"$benchstat" -filter '-.name:CreateContainerRelay -.name:CreateContainerRelayInterleaved' "$out"
 	echo "raw results: $out"
 }
