@@ -7,6 +7,7 @@
 #                    helper of the suites); skipped when the stamp, a hash of
 #                    every input, is unchanged
 #   build.sh check   CRI-O's own checks on a fresh copy with the series: DCO,
+#                    subjects without a trailing period,
 #                    go.mod moves only the allowed modules and is tidy, the
 #                    vendor diff touches only those modules, gofmt, go vet,
 #                    CRI-O's golangci-lint configuration with the version CRI-O
@@ -16,6 +17,9 @@
 #   build.sh unit    CRI-O's own unit tests of the touched packages, -race
 #                    (server/ without it: it races upstream, see below)
 #   build.sh nritest bin/crio-nri.test: CRI-O's own NRI suite (test/nri)
+#   build.sh bench   bin/crio-bench/: the series plus contrib/cri-o/bench's
+#                    benchmark knobs (tools/nri-bench -barrier), never part
+#                    of the series
 #   build.sh edit    build/cri-o/edit: a tree to change the series in (commit
 #                    there, one commit per patch, then export)
 #   build.sh export  the commits of build/cri-o/edit as contrib/cri-o/patches
@@ -28,7 +32,7 @@
 # carries it), then one commit per patch (git am), then, for the build only,
 # the replace of github.com/containerd/nri by build/nri/src and `go mod tidy
 # && go mod vendor` again. The series itself requires github.com/containerd/nri
-# v0.13.0, the NRI release that would carry the plugin policy: vendor/ and
+# v0.13.0, the NRI release that would carry required plugins: vendor/ and
 # the replace are never part of a patch. Everything builds with -mod=vendor.
 set -euo pipefail
 
@@ -101,6 +105,36 @@ cmd_build() {
 	cp "$OUT/src/bin/pinns" "$BIN/pinns"
 	echo "$hash" >"$OUT/stamp"
 	echo "built bin/crio bin/pinns bin/crio-copyimg in $((SECONDS - start))s"
+}
+
+# cmd_bench: bin/crio-bench/crio, pinns and crio-copyimg: CRI-O with the
+# series and then contrib/cri-o/bench's patch, the knobs of tools/nri-bench
+# -barrier (an injected per-create delay before the relay, and the block of
+# plugin synchronization around the whole create instead of around the
+# relay). Never part of the series; build/cri-o/bench is its tree.
+cmd_bench() {
+	local hash bin=$BIN/crio-bench start
+	nri_tree
+	# The benchmark's patches come after the series.
+	patches() {
+		ls "$HERE"/patches/*.patch | LC_ALL=C sort
+		ls "$HERE"/bench/*.patch | LC_ALL=C sort
+	}
+	hash=$(inputs_hash)
+	if [[ -f $OUT/bench.stamp && $(cat "$OUT/bench.stamp") == "$hash" && -x $bin/crio && -x $bin/pinns && -x $bin/crio-copyimg ]]; then
+		echo "CRI-O $VERSION (patched, benchmark knobs) is up to date in $bin"
+		return
+	fi
+	start=$SECONDS
+	rm -f "$OUT/bench.stamp"
+	prepare "$OUT/bench"
+	mkdir -p "$bin"
+	(cd "$OUT/bench" && $GO build -tags "$TAGS" -o "$bin/crio" ./cmd/crio)
+	(cd "$OUT/bench" && $GO build -tags "$TAGS" -o "$bin/crio-copyimg" ./test/copyimg)
+	make -s -C "$OUT/bench/pinns" >/dev/null
+	cp "$OUT/bench/bin/pinns" "$bin/pinns"
+	echo "$hash" >"$OUT/bench.stamp"
+	echo "built $bin/crio (benchmark knobs) in $((SECONDS - start))s"
 }
 
 cmd_nritest() {
@@ -200,6 +234,7 @@ cmd_check() {
 	echo "applying $(patches | wc -l) patches to a fresh copy of CRI-O $VERSION with git am"
 	prepare "$dir"
 	check_signoff || bad=1
+	check_subjects || bad=1
 	check_requires "$src" "$dir" || bad=1
 	check_tidy "$dir" || bad=1
 	check_vendor "$dir" || bad=1
@@ -283,9 +318,10 @@ build) cmd_build ;;
 check) cmd_check ;;
 unit) shift; cmd_unit "$@" ;;
 nritest) cmd_nritest ;;
+bench) cmd_bench ;;
 edit) cmd_edit ;;
 export) cmd_export ;;
 lint-tool) golangci_lint "$GOLANGCI_LINT_VERSION" ;;
 packages) touched_packages ;;
-*) echo "usage: $0 build|check|unit|nritest|edit|export|packages|lint-tool" >&2; exit 2 ;;
+*) echo "usage: $0 build|check|unit|nritest|bench|edit|export|packages|lint-tool" >&2; exit 2 ;;
 esac

@@ -3,7 +3,8 @@
 # for one private CRI-O instance, every state path under DIR:
 #
 #   DIR/crio.conf                 main config (storage, runtime, CNI, NRI)
-#   DIR/crio.conf.d/              drop-ins; POLICY_TOML_FILE, if given, is
+#   DIR/crio.conf.d/              drop-ins; POLICY_TOML_FILE (the required
+#                                 NRI plugins, or any drop-in), if given, is
 #                                 copied to DIR/crio.conf.d/10-policy.conf
 #   DIR/cni/10-crio-test.conflist bridge + host-local + loopback (Debian's
 #                                 /usr/lib/cni), a bridge and subnet of its own

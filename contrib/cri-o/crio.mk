@@ -12,14 +12,19 @@
 #                     generated docs and completions, log lines, test/nri.bats
 #   make test-crio    crio-check, CRI-O's unit tests of the touched packages
 #                     (-race, server/ without), CRI-O's own NRI suite (no
-#                     policy; a policy that excludes its pods; the required
-#                     plugin policy of its new cases) and contrib/cri-o/test/*.bats
+#                     required plugins; a required plugin whose namespaces
+#                     exclude its pods; the required plugin of its new
+#                     cases) and contrib/cri-o/test/*.bats
 #   make run-crio     patched CRI-O in the foreground on /var/run/crio/crio.sock
-#                     with the sample policy (make run)
+#                     with the sample required plugin (make run)
+#   make bench-barrier  tools/nri-bench -barrier on bin/crio-bench (make
+#                     crio-bench: the series plus contrib/cri-o/bench's knobs):
+#                     the publication barrier around the whole create vs
+#                     from the relay (docs/performance.md)
 #
 # See contrib/cri-o/README.md and docs/cri-o.md.
 
-.PHONY: crio crio-check crio-unit crio-nri-suite test-crio run-crio
+.PHONY: crio crio-check crio-unit crio-nri-suite test-crio run-crio crio-bench bench-barrier
 
 crio:
 	bash contrib/cri-o/build.sh build
@@ -36,6 +41,15 @@ crio-nri-suite: crio
 
 test-crio: install-deps build crio crio-check crio-unit crio-nri-suite
 	hack/test-summary.sh bats "bats contrib/cri-o/test" $(TESTLOGS)/crio-bats.tap -- $(BATS) --tap contrib/cri-o/test/*.bats
+
+# The benchmark build (the series plus contrib/cri-o/bench's knobs) and the
+# barrier benchmark of docs/performance.md (needs root).
+BARRIER_FLAGS ?= -rounds 11 -n 160
+crio-bench:
+	bash contrib/cri-o/build.sh bench
+
+bench-barrier: build crio-bench
+	./bin/nri-bench -barrier $(BARRIER_FLAGS)
 
 run-crio: install-deps build crio
 	bash contrib/cri-o/run.sh

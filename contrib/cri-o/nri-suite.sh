@@ -2,24 +2,28 @@
 # contrib/cri-o/nri-suite.sh: CRI-O's own NRI suite (test/nri of v1.36.3 with
 # the series' new cases, bin/crio-nri.test from build.sh nritest) against
 # patched bin/crio, three times:
-#   1. no policy configured
-#   2. a policy requiring an absent plugin (fail, every gated event) whose
-#      scope (namespaces = ["nrigate-production"]) excludes the suite's pods
-#   3. the policy test/nri.bats starts CRI-O with for the required-plugin
-#      cases (start_crio_with_required_plugin): the test plugin required for
-#      the namespaces "RequiredPlugin*"
+#   1. no required plugins
+#   2. an absent plugin required (fail, every gated event) for the pods of
+#      a namespace (namespaces = ["nrigate-production"]) which excludes the
+#      suite's pods
+#   3. the required plugin test/nri.bats starts CRI-O with for the
+#      required-plugin cases (start_crio_with_required_plugin): the test
+#      plugin required for the namespaces "required-plugin-*" (the 6 RequiredPlugin* tests run in them)
 # Runs 1 and 2 must give the result of unpatched CRI-O here plus the new
-# PluginSyncDuringContainerCreation case: 11 passed, the 4 RequiredPlugin*
-# cases and the 2 memset cases (a second NUMA node) skipped, nothing failed.
-# Run 3 also passes the 4 RequiredPlugin* cases: 15 passed, 2 skipped.
+# PluginSyncDuringContainerCreation and PluginSyncDuringContainerUpdate
+# cases: 12 passed, the 6 RequiredPlugin* cases and the 2 memset cases (a
+# second NUMA node) skipped, nothing failed. Run 3 also passes the 6
+# RequiredPlugin* cases: 18 passed, 2 skipped. Two of them kill CRI-O
+# (--crio-restarts): as test/nri.bats does, CRI-O is started again on the
+# same state whenever it exits while the suite runs.
 set -uo pipefail
 
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$REPO/contrib/cri-o
 BIN=${CRIO_BINDIR:-$REPO/bin}
-EXPECT_PASS=${EXPECT_PASS:-11}
-EXPECT_SKIP=${EXPECT_SKIP:-6}
-EXPECT_PASS_REQUIRED=${EXPECT_PASS_REQUIRED:-15}
+EXPECT_PASS=${EXPECT_PASS:-12}
+EXPECT_SKIP=${EXPECT_SKIP:-8}
+EXPECT_PASS_REQUIRED=${EXPECT_PASS_REQUIRED:-18}
 EXPECT_SKIP_REQUIRED=${EXPECT_SKIP_REQUIRED:-2}
 CI_IMAGE=quay.io/crio/fedora-crio-ci:latest
 PAUSE_IMAGE=registry.k8s.io/pause:3.10.1
@@ -43,37 +47,67 @@ trap 'cleanup; rm -rf "$WORK"' EXIT
 # image has every command it runs.
 "$REPO/hack/make-test-image.sh" "$WORK/ci-image.tar" >/dev/null || exit 1
 
-# run NAME PASS SKIP [POLICY_FILE]: one instance, the suite, its counts checked.
+# launch_crio DIR: CRI-O on the configuration of DIR, in the background.
+launch_crio() {
+	"$BIN/crio" --config "$CRIO_CONFIG" --config-dir "$CRIO_CONFIG_DIR" >>"$1/crio.log" 2>&1 &
+	CRIO_PID=$!
+}
+
+# start_crio DIR: launch_crio, until CRI-O answers.
+start_crio() {
+	local dir=$1 i
+	launch_crio "$dir"
+	for i in $(seq 100); do
+		crictl --timeout 2s -r "unix://$CRI_SOCK" info >/dev/null 2>&1 && return 0
+		kill -0 "$CRIO_PID" 2>/dev/null || { echo "crio exited:"; tail -5 "$dir/crio.log"; return 1; }
+		sleep 0.2
+	done
+	echo "crio did not answer in 20s"
+	return 1
+}
+
+# run NAME PASS SKIP [REQUIRED_PLUGINS_FILE]: one instance, the suite, its
+# counts checked.
 run() {
-	local name=$1 want_pass=$2 want_skip=$3 dir=$WORK/$1 out pass fail skip start
+	local name=$1 want_pass=$2 want_skip=$3 dir=$WORK/$1 out pass fail skip start suite exited restarts=0
 	shift 3
 	eval "$(NRI_REQUEST_TIMEOUT=2s "$HERE/crio-test-config.sh" "$dir" "$@")"
 	bridge=$CRIO_CNI_BRIDGE
 	"$HERE/crio-import-image.sh" "$dir" "$WORK/ci-image.tar" "$CI_IMAGE" "$PAUSE_IMAGE" >"$dir/import.log" 2>&1 ||
 		{ cat "$dir/import.log"; return 1; }
-	"$BIN/crio" --config "$CRIO_CONFIG" --config-dir "$CRIO_CONFIG_DIR" >"$dir/crio.log" 2>&1 &
-	CRIO_PID=$!
-	local i
-	for i in $(seq 100); do
-		crictl --timeout 2s -r "unix://$CRI_SOCK" info >/dev/null 2>&1 && break
-		kill -0 "$CRIO_PID" 2>/dev/null || { echo "crio exited:"; tail -5 "$dir/crio.log"; return 1; }
-		sleep 0.2
-	done
+	start_crio "$dir" || return 1
 	if [[ $# -gt 0 ]]; then
-		# The policy is in force: its absent plugin is reported not ready.
+		# The required plugins are in force: the absent plugin is reported
+		# not ready.
 		crictl --timeout 5s -r "unix://$CRI_SOCK" info 2>/dev/null |
 			jq -e '.status.conditions[] | select(.type == "NRIPluginsReady" and .status == false)' >/dev/null ||
-			{ echo "$name: NRIPluginsReady=false missing from crictl info: the policy is not in force" >&2; return 1; }
+			{ echo "$name: NRIPluginsReady=false missing from crictl info: the required plugins are not in force" >&2; return 1; }
 	fi
 	start=$SECONDS
 	out=$dir/suite.log
 	(cd "$dir" && "$BIN/crio-nri.test" --crio-socket "unix://$CRI_SOCK" --nri-socket "unix://$NRI_SOCK" \
-		--cgroup-manager cgroupfs -test.v -test.count=1) >"$out" 2>&1
+		--cgroup-manager cgroupfs --crio-restarts -test.v -test.count=1) >"$out" 2>&1 &
+	suite=$!
+	# CRI-O is started again whenever a test killed it, until the suite
+	# ends; the test waits until it answers.
+	while true; do
+		wait -n -p exited "$CRIO_PID" "$suite"
+		[[ $exited != "$suite" ]] || break
+		restarts=$((restarts + 1))
+		if ((restarts > 10)); then
+			echo "$name: CRI-O exited more than 10 times; crio log tail:" >&2
+			tail -20 "$dir/crio.log" >&2
+			kill "$suite"
+			wait "$suite"
+			return 1
+		fi
+		launch_crio "$dir"
+	done
 	pass=$(grep -c '^--- PASS' "$out")
 	fail=$(grep -c '^--- FAIL' "$out")
 	skip=$(grep -c '^--- SKIP' "$out")
 	line="CRI-O test/nri ($name): $((pass + fail + skip)) tests, $pass passed, $fail failed, $skip skipped"
-	echo "$line in $((SECONDS - start))s"
+	echo "$line in $((SECONDS - start))s (CRI-O killed and started again $restarts times)"
 	# make test repeats every suite's line at the end (hack/test-summary.sh).
 	[[ -z ${SUMMARY_FILE:-} ]] || echo "$line" >>"$SUMMARY_FILE"
 	grep -E '^--- (PASS|FAIL|SKIP)' "$out" | sed 's/^/    /'
@@ -90,27 +124,27 @@ run() {
 cat >"$WORK/out-of-scope.conf" <<'TOML'
 # A required plugin that never registers, for pods of one namespace only:
 # the suite's pods are out of its scope and must see plain NRI.
-[crio.nri.policy.plugins."nrigate-absent"]
+[crio.nri.required_plugins."nrigate-absent"]
 fail_policy = "fail"
 events = ["RunPodSandbox", "CreateContainer", "UpdateContainer"]
 registration_wait = "5s"
 namespaces = ["nrigate-production"]
 TOML
 
-# The policy of test/nri.bats' start_crio_with_required_plugin.
+# The required plugin of test/nri.bats' start_crio_with_required_plugin.
 cat >"$WORK/required-plugin.conf" <<'TOML'
-[crio.nri.policy.plugins."test-plugin"]
+[crio.nri.required_plugins."test-plugin"]
 fail_policy = "fail"
 events = ["RunPodSandbox", "CreateContainer", "UpdateContainer"]
 registration_wait = "2s"
-namespaces = ["RequiredPlugin*"]
+namespaces = ["required-plugin-*"]
 TOML
 
 rc=0
-run no-policy "$EXPECT_PASS" "$EXPECT_SKIP" || rc=1
-run out-of-scope-policy "$EXPECT_PASS" "$EXPECT_SKIP" "$WORK/out-of-scope.conf" || rc=1
+run no-required-plugins "$EXPECT_PASS" "$EXPECT_SKIP" || rc=1
+run out-of-scope-required-plugin "$EXPECT_PASS" "$EXPECT_SKIP" "$WORK/out-of-scope.conf" || rc=1
 run required-plugin "$EXPECT_PASS_REQUIRED" "$EXPECT_SKIP_REQUIRED" "$WORK/required-plugin.conf" || rc=1
 if ((rc == 0)); then
-	echo "CRI-O NRI suite: no policy and out-of-scope policy $EXPECT_PASS passed, $EXPECT_SKIP skipped; required-plugin policy $EXPECT_PASS_REQUIRED passed, $EXPECT_SKIP_REQUIRED skipped; 0 failed"
+	echo "CRI-O NRI suite: no required plugins and an out-of-scope required plugin $EXPECT_PASS passed, $EXPECT_SKIP skipped; required plugin $EXPECT_PASS_REQUIRED passed, $EXPECT_SKIP_REQUIRED skipped; 0 failed"
 fi
 exit $rc

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # contrib/cri-o/run.sh: make run. Patched CRI-O (bin/crio) in the foreground
 # on its standard socket /var/run/crio/crio.sock, NRI on /var/run/nri/nri.sock,
-# with the sample policy contrib/demo/crio.conf.d/10-nri-faulty.conf
+# with the sample required plugin contrib/demo/crio.conf.d/10-nri-faulty.conf
 # (nri-faulty required, fail, registration_wait 3s, namespace "system"
 # exempt). Every state path, the CNI conflist and the images live in
 # build/cri-o/run (never /etc/cni, never /var/lib/containers).
@@ -45,7 +45,7 @@ trap 'ip link del "$CRIO_CNI_BRIDGE" 2>/dev/null || true' EXIT
 
 c="crictl -r unix://$SOCK"
 cat <<TXT
-Patched CRI-O v1.36.3 starts in the foreground on $SOCK with the sample policy:
+Patched CRI-O v1.36.3 starts in the foreground on $SOCK with the sample required plugin:
 $(sed -n '/^\[/,$p' "$POLICY" | sed 's/^/    /')
 State, CNI conflist and images: $DIR. In another shell, as root:
 

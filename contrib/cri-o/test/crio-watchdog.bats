@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # Patched CRI-O and the systemd watchdog (issue 18): CRI-O notifies the
-# watchdog only while its health check passes. The conditions of the NRI
-# plugin policy are about plugins, not CRI-O: WATCHDOG=1 must keep coming
+# watchdog only while its health check passes. The conditions of required
+# NRI plugins are about plugins, not CRI-O: WATCHDOG=1 must keep coming
 # at its interval while a required plugin is absent and while a
 # readiness = "network" plugin holds NetworkReady false, or systemd would
 # restart CRI-O in a loop that the plugin's own pod could never end.
@@ -55,7 +55,7 @@ watchdog_keeps_coming() {
 }
 
 @test "the watchdog is notified while a required plugin is absent" {
-	start_runtime_notify '[crio.nri.policy.plugins."guard"]
+	start_runtime_notify '[crio.nri.required_plugins."guard"]
 fail_policy = "fail"
 registration_wait = "1s"'
 	[ "$(nri_condition NRIPluginsReady)" = false ]
@@ -64,7 +64,7 @@ registration_wait = "1s"'
 }
 
 @test "the watchdog is notified while a network plugin holds NetworkReady false" {
-	start_runtime_notify '[crio.nri.policy.plugins."guard"]
+	start_runtime_notify '[crio.nri.required_plugins."guard"]
 fail_policy = "fail"
 readiness = "network"'
 	# The CNI network is ready: NetworkReady is false because of the plugin.
