@@ -6,7 +6,8 @@
 #                      bin/containerd-shim-runc-v2 and bin/ctr (skipped when
 #                      the stamp, a hash of every input, is unchanged)
 #   build.sh check     containerd's own checks on a fresh copy with the series
-#                      (build/containerd/check): git am, DCO sign-off, go.mod
+#                      (build/containerd/check): git am, DCO sign-off,
+#                      subjects without a trailing period, go.mod
 #                      moves only the allowed modules, the generated vendor
 #                      diff touches only them, gofmt, go vet, containerd's
 #                      golangci-lint configuration with the golangci-lint
@@ -130,6 +131,7 @@ cmd_check() {
 	echo "applying $(patches | wc -l) patches to a fresh copy of containerd $VERSION with git am (vendor/ generated)"
 	prepare "$dir"
 	check_signoff || bad=1
+	check_subjects || bad=1
 	# go.mod as released against go.mod as the series commits it (the
 	# build's replace is not committed).
 	mkdir -p "$OUT/gomod/pristine" "$OUT/gomod/series"

@@ -13,13 +13,19 @@
 #   cgroupfs (SystemdCgroup = false), restrict_oom_score_adj = true (the pause
 #   container's -998 needs CAP_SYS_RESOURCE, which these VMs lack).
 #
-# POLICY_TOML_FILE is the policy written once in CRI-O syntax
-# ([crio.nri.policy], [[crio.nri.policy.exempt]],
-# [crio.nri.policy.plugins."NAME"], [[crio.nri.policy.plugins."NAME".exempt]]);
-# its table headers, tables and arrays of tables alike, become containerd's
-# NRI plugin tables ([plugins."io.containerd.nri.v1.nri".policy],
-# [[plugins."io.containerd.nri.v1.nri".policy.exempt]], ...); the keys are
-# the same. Any other table in the file is appended unchanged.
+# POLICY_TOML_FILE is the policy written once in CRI-O syntax: its tables
+# below [crio.nri] become the same tables below containerd's NRI plugin
+# table, tables and arrays of tables alike, the keys unchanged:
+# [crio.nri.required_plugins."NAME"] and
+# [[crio.nri.required_plugins."NAME".exempt]] become
+# [plugins."io.containerd.nri.v1.nri".required_plugins."NAME"] and
+# [[plugins."io.containerd.nri.v1.nri".required_plugins."NAME".exempt]]
+# (a misspelt table name below [crio.nri] stays misspelt, for containerd to
+# warn about). [crio.nri.default_validator] becomes
+# [plugins."io.containerd.nri.v1.nri".default_validator], where the keys
+# lose CRI-O's prefixes: nri_enable_default_validator is enable,
+# nri_validator_KEY is KEY. Any other table in the file is appended
+# unchanged.
 #
 # Environment overrides (defaults under DIR): NRI_SOCK, NRI_PLUGIN_DIR,
 # NRI_PLUGIN_CONFIG_DIR, NRI_PLUGIN_REQUEST_TIMEOUT (1s, as the test suites expect),
@@ -28,7 +34,11 @@
 # PAUSE_IMAGE (registry.k8s.io/pause:3.10.2), RUNC (command -v runc),
 # LOG_LEVEL (info), METRICS_ADDRESS (host:port of /v1/metrics; none by default),
 # ENABLE_NRI (true; false sets the NRI plugin's disable = true, as the
-# benchmark's mode (a)).
+# benchmark's mode (a)), REQUIRE_CRI (true: required_plugins =
+# ["io.containerd.grpc.v1.cri"], as on a Kubernetes node, whose containerd
+# is of no use without CRI: a CRI plugin that fails to load, such as for a
+# bad NRI plugin policy, stops containerd; false leaves it out, and
+# containerd then runs on without CRI, logging "failed to load plugin").
 #
 # Prints the paths it chose as KEY=VALUE lines (CRI_SOCK, NRI_SOCK,
 # RUNC_ROOT, CNI_CONF_DIR, CNI_BRIDGE, CONFIG) so a caller can eval them.
@@ -53,6 +63,11 @@ PAUSE_IMAGE=${PAUSE_IMAGE:-registry.k8s.io/pause:3.10.2}
 RUNC=${RUNC:-$(command -v runc || echo /usr/sbin/runc)}
 LOG_LEVEL=${LOG_LEVEL:-info}
 METRICS_ADDRESS=${METRICS_ADDRESS:-}
+case ${REQUIRE_CRI:-true} in
+true) REQUIRED_PLUGINS='required_plugins = ["io.containerd.grpc.v1.cri"]' ;;
+false) REQUIRED_PLUGINS= ;;
+*) echo "$0: REQUIRE_CRI=$REQUIRE_CRI: true or false" >&2; exit 2 ;;
+esac
 case ${ENABLE_NRI:-true} in
 true) NRI_DISABLE=false ;;
 false) NRI_DISABLE=true ;;
@@ -73,6 +88,7 @@ cat >"$dir/config.toml" <<-TOML
 	version = 3
 	root = "$dir/root"
 	state = "$dir/state"
+	$REQUIRED_PLUGINS
 
 	[grpc]
 	  address = "$dir/containerd.sock"
@@ -119,12 +135,37 @@ cat >"$dir/config.toml" <<-TOML
 	  plugin_request_timeout = "$NRI_PLUGIN_REQUEST_TIMEOUT"
 TOML
 
+# crio_to_containerd: the policy in CRI-O syntax on stdin, in containerd's
+# on stdout (see above).
+crio_to_containerd() {
+	awk '
+		# A table header: [crio.nri.X...] or [[crio.nri.X...]].
+		/^[[:space:]]*\[/ {
+			validator = 0
+			if (match($0, /^[[:space:]]*\[\[?crio\.nri\./)) {
+				head = substr($0, 1, RLENGTH - length("crio.nri."))
+				rest = substr($0, RLENGTH + 1)
+				validator = (rest ~ /^default_validator[[:space:]]*\]/)
+				$0 = head "plugins.\"io.containerd.nri.v1.nri\"." rest
+			}
+			print
+			next
+		}
+		validator && /^[[:space:]]*nri_enable_default_validator[[:space:]]*=/ {
+			sub(/nri_enable_default_validator/, "enable")
+		}
+		validator && /^[[:space:]]*nri_validator_[A-Za-z0-9_]+[[:space:]]*=/ {
+			sub(/nri_validator_/, "")
+		}
+		{ print }
+	'
+}
+
 if [[ -n $policy ]]; then
 	{
 		echo
-		echo "# policy from $policy (CRI-O table headers rewritten for containerd)"
-		sed -e 's/^\([[:space:]]*\[\{1,2\}\)crio\.nri\.policy\([].]\)/\1plugins."io.containerd.nri.v1.nri".policy\2/' \
-			"$policy"
+		echo "# policy from $policy (CRI-O tables rewritten for containerd)"
+		crio_to_containerd <"$policy"
 	} >>"$dir/config.toml"
 fi
 

@@ -2,7 +2,7 @@
 # contrib/containerd/integration.sh SRC [GO_TEST_ARGS...]
 #
 # Runs containerd's own NRI integration tests (integration/nri_test.go of
-# the patched tree SRC, the series' NRI plugin policy cases included)
+# the patched tree SRC, the series' cases of required plugins included)
 # against bin/containerd, the way containerd's CI runs them
 # (script/test/utils.sh starts a containerd with NRI on
 # /var/run/nri-test.sock, then `go test ./integration -test.run ...`
@@ -11,22 +11,28 @@
 #   - the integration package is compiled with `go test -c` from vendor/;
 #   - contrib/containerd/containerd-test-config.sh writes the private config,
 #     with socket_path /var/run/nri-test.sock (a constant of nri_test.go) and
-#     the plugin policy of containerd's CI config (script/test/utils.sh of
-#     the series): plugin "nri-policy-test" required for RunPodSandbox and
-#     CreateContainer in the namespaces nri-policy-test-*;
+#     the required NRI plugins of containerd's CI config (script/test/utils.sh
+#     of the series): plugin "nri-required-test" required for RunPodSandbox
+#     and CreateContainer in the namespaces nri-required-test-*;
 #   - the images the tests use (integration/images: BusyBox, Pause) cannot be
 #     pulled here (no network): hack/make-test-image.sh's busybox is imported
 #     under the test image's name and -image-list points the tests at it;
-#   - containerd's own restart tests are skipped: RestartContainerd kills
-#     every process named containerd on the machine (pkill -x) and expects a
-#     service manager to start it again.
+#   - containerd runs as a copy of bin/containerd named for this run
+#     (ctrd-it-PID, a process name nothing else on the machine has) under a
+#     keepalive loop, as script/test/utils.sh runs it in containerd's CI:
+#     RestartContainerd (-containerd-bin) kills it by that name (pkill -x)
+#     and waits for the loop to start it again, so that containerd's restart
+#     tests and the series' crash tests kill this containerd only.
 #
 # A lock on /var/run/nri-test.sock.lock keeps two runs from sharing the
 # socket. The test binary's output goes through go tool test2json, so the
 # caller can count tests (hack/test-summary.sh).
 #
 # Environment: BIN (bin/), IT_RUN (the tests to run, default '^TestNri'),
-# IT_SKIP (default 'Restart'), KEEP=1 keeps the private directory.
+# IT_SKIP (tests to skip, default none), RESTART_WAIT_PERIOD (seconds the
+# loop waits before it starts a killed containerd again, default 3: more than
+# the 1s period at which RestartContainerd checks that it is gone), KEEP=1
+# keeps the private directory.
 set -euo pipefail
 
 src=${1:?usage: $0 SRC [GO_TEST_ARGS...]}
@@ -36,10 +42,11 @@ HERE=$REPO/contrib/containerd
 BIN=${BIN:-${CONTAINERD_BINDIR:-$REPO/bin}}
 GO=${GO:-go}
 IT_RUN=${IT_RUN:-^TestNri}
-IT_SKIP=${IT_SKIP:-Restart}
+IT_SKIP=${IT_SKIP:-}
+RESTART_WAIT_PERIOD=${RESTART_WAIT_PERIOD:-3}
 NRI_TEST_SOCK=/var/run/nri-test.sock
 
-for c in runc jq ip flock crictl; do
+for c in runc jq ip flock crictl pkill pidof; do
 	command -v "$c" >/dev/null || { echo "$0: $c is needed" >&2; exit 1; }
 done
 [[ -d /usr/lib/cni ]] || { echo "$0: containernetworking-plugins (/usr/lib/cni) are needed" >&2; exit 1; }
@@ -54,14 +61,29 @@ flock -w 600 9 || { echo "$0: $NRI_TEST_SOCK is in use by another run" >&2; exit
 
 # Short: containerd limits the shim socket_dir to 42 characters.
 dir=$(mktemp -d /tmp/ctdit.XXXXXX)
-pid=
+# The process name RestartContainerd kills (at most 15 characters: the
+# kernel's comm, which pkill -x and pidof match).
+ctrd_name=ctrd-it-$$
+keeper=
+# containerd_pids: the pids of this run's containerd (its binary is ours).
+containerd_pids() {
+	local p
+	for p in /proc/[0-9]*; do
+		[[ $(readlink "$p/exe" 2>/dev/null) == "$dir/$ctrd_name" ]] && echo "${p#/proc/}"
+	done
+}
 cleanup() {
 	set +e
-	if [[ -n $pid ]]; then
-		kill -TERM "$pid" 2>/dev/null
-		for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-		kill -KILL "$pid" 2>/dev/null
-		wait "$pid" 2>/dev/null
+	if [[ -n $keeper ]]; then
+		touch "$dir/stopped"
+		kill "$keeper" 2>/dev/null
+		wait "$keeper" 2>/dev/null
+		local pids
+		pids=$(containerd_pids)
+		[[ -n $pids ]] && kill -TERM $pids 2>/dev/null
+		for _ in $(seq 100); do [[ -z $(containerd_pids) ]] && break; sleep 0.05; done
+		pids=$(containerd_pids)
+		[[ -n $pids ]] && kill -KILL $pids 2>/dev/null
 	fi
 	local id p
 	for id in $(runc --root "$dir/runc" list -q 2>/dev/null); do
@@ -81,24 +103,37 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The policy of containerd's CI config, in the CRI-O syntax the config
-# script translates.
+# The required NRI plugins of containerd's CI config (script/test/utils.sh
+# of the series), in the CRI-O syntax the config script translates.
 cat >"$dir/policy.toml" <<-'TOML'
-	[crio.nri.policy.plugins."nri-policy-test"]
+	[crio.nri.required_plugins."nri-required-test"]
 	fail_policy = "fail"
 	events = ["RunPodSandbox", "CreateContainer"]
-	namespaces = ["nri-policy-test-*"]
+	namespaces = ["nri-required-test-*"]
 TOML
 eval "$(NRI_SOCK=$NRI_TEST_SOCK NRI_PLUGIN_REQUEST_TIMEOUT=2s LOG_LEVEL=debug \
 	"$HERE/containerd-test-config.sh" "$dir/containerd" "$dir/policy.toml")"
 rm -f "$NRI_TEST_SOCK"
 
-PATH=$BIN:$PATH "$BIN/containerd" --config "$CONFIG" >"$dir/containerd.log" 2>&1 &
-pid=$!
+cp "$BIN/containerd" "$dir/$ctrd_name"
+# keepalive: containerd, started again RESTART_WAIT_PERIOD seconds after it
+# exits, until cleanup stops the loop.
+keepalive() {
+	local rc
+	while [[ ! -e $dir/stopped ]]; do
+		rc=0
+		PATH=$BIN:$PATH "$dir/$ctrd_name" --config "$CONFIG" >>"$dir/containerd.log" 2>&1 || rc=$?
+		echo "keepalive: containerd exited with $rc, starting it again in ${RESTART_WAIT_PERIOD}s" >>"$dir/containerd.log"
+		sleep "$RESTART_WAIT_PERIOD"
+	done
+}
+keepalive &
+keeper=$!
 # Up when the CRI plugin serves (it starts after containerd's socket).
 for _ in $(seq 300); do
 	[[ -S $CRI_SOCK ]] && crictl --runtime-endpoint "unix://$CRI_SOCK" --timeout 2s info >/dev/null 2>&1 && break
-	kill -0 "$pid" 2>/dev/null || { echo "$0: containerd exited:" >&2; tail -20 "$dir/containerd.log" >&2; exit 1; }
+	grep -q "^keepalive: containerd exited" "$dir/containerd.log" &&
+		{ echo "$0: containerd exited:" >&2; tail -20 "$dir/containerd.log" >&2; exit 1; }
 	sleep 0.1
 done
 crictl --runtime-endpoint "unix://$CRI_SOCK" --timeout 2s info >/dev/null ||
@@ -118,7 +153,7 @@ echo "integration.test -test.run '$IT_RUN' -test.skip '$IT_SKIP' against $BIN/co
 set +e
 (cd "$src/integration" && $GO tool test2json -t "$out/integration.test" -test.v -test.count=1 \
 	-test.run "$IT_RUN" -test.skip "$IT_SKIP" \
-	-cri-endpoint "unix://$CRI_SOCK" -image-list "$dir/image-list.toml" "$@")
+	-cri-endpoint "unix://$CRI_SOCK" -image-list "$dir/image-list.toml" -containerd-bin "$ctrd_name" "$@")
 rc=$?
 set -e
 if ((rc != 0)); then
