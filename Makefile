@@ -1,7 +1,8 @@
 # nrigate build and test entry points. `make run` and `make test` are the two
 # commands of the README quick start; both install what they need first.
 #
-#   make build          bin/nri-faulty (every plugin of contrib/plugins), bin/nri-bench and
+#   make build          bin/nri-faulty (every plugin of contrib/plugins), bin/nri-bench,
+#                       bin/nri-npd-check (node-problem-detector's check) and
 #                       bin/sdnotify (the NOTIFY_SOCKET of the watchdog tests)
 #   make run            patched CRI-O in the foreground with the sample policy (run-crio)
 #   make demo           hack/demo.sh: the scripted walk-through on $(RUNTIME)
@@ -61,6 +62,7 @@ build:
 	done
 	$(GO) build -o bin/nri-bench ./tools/nri-bench
 	$(GO) build -o bin/sdnotify ./tools/sdnotify
+	CGO_ENABLED=0 $(GO) build -o bin/nri-npd-check ./tools/nri-npd-check
 
 # test is everything CI runs: lint, the Go tests, NRI's checks and tests on
 # the patched NRI tree, then each runtime's suites (RUNTIME_TESTS).

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# hack/demo.sh (make demo): a scripted walk-through of the NRI policy on
-# patched CRI-O (RUNTIME=crio, the default) or containerd (RUNTIME=containerd).
-# It starts its own runtime on temporary sockets and directories with the
-# demo policy of contrib/demo/crio.conf.d (plugin nri-faulty required,
+# hack/demo.sh (make demo): a scripted walk-through of a required NRI plugin
+# on patched CRI-O (RUNTIME=crio, the default) or containerd
+# (RUNTIME=containerd). It starts its own runtime on temporary sockets and
+# directories with the demo drop-in of contrib/demo/crio.conf.d (plugin
+# nri-faulty required,
 # fail_policy = "fail", registration_wait = "3s", namespace "system"
 # exempt), drives it with crictl and the real bin/nri-faulty plugin, and
 # removes everything on exit. Exit code 0 only if every step behaved as
@@ -61,12 +62,14 @@ create() {
 	local cfg
 	cfg=$(ctr_config "$1" sh -c 'exec sleep 1000')
 	OUT=$(crictl_cmd create "$2" "$cfg" "$3" 2>"$TESTDIR/err") && CREATE_RC=0 || CREATE_RC=$?
-	# crictl quotes the gRPC message: keep only the policy's text, unescaped.
+	# crictl quotes the gRPC message: keep only NRI's text, unescaped.
 	ERR=$(crictl_desc "$(<"$TESTDIR/err")")
 }
 
+# refused: the create failed with NRI's refusal (containerd wraps it in its
+# own context, "failed to wait for required NRI plugins: ...").
 refused() {
-	[[ $CREATE_RC -ne 0 && $ERR == *"refusing CreateContainer of "*"required NRI plugin \"$PLUGIN\""* ]]
+	[[ $CREATE_RC -ne 0 && $ERR == *"CreateContainer of "*" refused: required NRI plugin \"$PLUGIN\""* ]]
 }
 
 # refused_not_acted: refused after the relay (lost connection, or the kill
@@ -75,7 +78,7 @@ refused_not_acted() {
 	refused && [[ $ERR == *"lost its connection while handling"* || $ERR == *"did not answer"* ]]
 }
 
-say "starting $RUNTIME in $TESTDIR with the demo policy:"
+say "starting $RUNTIME in $TESTDIR, requiring the plugin $PLUGIN:"
 sed -n '/^\[/,$p' "$REPO_ROOT/contrib/demo/crio.conf.d/10-nri-faulty.conf" | sed 's/^/   /'
 # RUNTIME (crio or containerd) selects the runtime, as in the BATS suites.
 start_runtime "$(cat "$REPO_ROOT/contrib/demo/crio.conf.d/10-nri-faulty.conf")" ||

@@ -103,13 +103,13 @@ outcomes() {
 	jq -r --arg t "$2" 'select(.test == $t) | "\(.step)=\(.outcome)"' "$WORK/$1.jsonl" | paste -sd' ' -
 }
 
-# links_policy BINARY: BINARY is a patched build: it links NRI's plugin
-# policy package, which released NRI does not have.
-links_policy() {
-	grep -q 'containerd/nri/pkg/adaptation/policy' "$1" 2>/dev/null
+# links_required_plugins BINARY: BINARY is a patched build: it links NRI's
+# WaitForRequiredPlugins, which released NRI does not have.
+links_required_plugins() {
+	grep -qF 'adaptation.(*Adaptation).WaitForRequiredPlugins' "$1" 2>/dev/null
 }
 
-# is_patched COL: crio/containerd columns whose binary links the policy.
+# is_patched COL: crio/containerd columns whose binary links required plugins.
 is_patched() {
 	local b
 	case $1 in
@@ -117,7 +117,7 @@ is_patched() {
 	containerd) b=${CONTAINERD_BINDIR:-${RUNTIME_BINDIR:-$REPO_ROOT/bin}}/containerd ;;
 	*) return 0 ;;
 	esac
-	links_policy "$b"
+	links_required_plugins "$b"
 }
 COMPARED=""
 UNPATCHED=""
@@ -131,7 +131,9 @@ mapfile -t TESTS < <(sed -n 's/^@test "\(.*\)" {$/\1/p' test/policy.bats | sed '
 
 # Explanations of cells that differ between runtimes (by test name prefix).
 declare -A EXPLAIN=(
-	["SIGHUP reloads"]="containerd reads its NRI plugin configuration once at start and has no configuration reload (no SIGHUP handler); a policy change needs a restart there (n/a). CRI-O (contrib/cri-o patch 0009) reloads the policy on SIGHUP, validated against the running configuration, and keeps the policy in force on a bad reload."
+	["SIGHUP reloads"]="containerd reads its NRI plugin configuration once at start and has no configuration reload (no SIGHUP handler); a change of the required plugins needs a restart there (n/a). CRI-O (contrib/cri-o patch 0009) reloads the required plugins on SIGHUP, validated against the running configuration, and keeps the ones in force on a bad reload."
+	["required plugins with NRI disabled"]="Each runtime checks this itself, with its own keys in the text (NRI has no notion of a disabled NRI): the cell shows what each runtime names."
+	["a plugin required here and by NRI's default validator"]="NRI refuses the configuration (its New fails) with the same sentence on both runtimes; CRI-O reports it already when it validates its configuration, naming the file and both keys."
 	["a container exiting by itself"]="CRI-O v1.36.3 does not tell NRI when a container exits by itself: its exit monitor (server.handleExit) updates the state and runs the post-stop cleanup but does not call NRI's StopContainer; CRI-O relays StopContainer only for a CRI StopContainer and a failed start. An upstream CRI-O behaviour, unrelated to the policy (teardown is never gated)."
 )
 
@@ -148,18 +150,18 @@ declare -A EXPLAIN=(
 	the scenario's verdict (`pass`: every assertion held; `FAIL`; `n/a` with the
 	reason when the runtime lacks the feature) and the gated requests the test
 	made, in order, with their outcome as the CRI client saw it and how long
-	the call took: `refused` is `FailedPrecondition` with the policy's text,
+	the call took: `refused` is `FailedPrecondition` with NRI's refusal text,
 	`failed (Code)` another error, `created` success.
 
-	The **upstream validator** column is patched CRI-O with no policy and
+	The **upstream validator** column is patched CRI-O with no required plugins and
 	NRI v0.12.5's built-in default validator on instead
 	(`[crio.nri.default_validator] nri_enable_default_validator = true`,
-	`nri_validator_required_plugins` = every plugin the scenario's policy
-	marks `fail_policy = "fail"`, an exemption's annotation as its toleration annotation;
+	`nri_validator_required_plugins` = every plugin the scenario requires
+	with `fail_policy = "fail"`, an exemption's annotation as its toleration annotation;
 	scope, events, `registration_wait`, readiness and `ignore` have no upstream
 	equivalent and are dropped: `policy_to_validator` in test/helpers.bash).
-	The scenarios' assertions are the policy's, so `FAIL` there marks where
-	upstream alone does not give the policy's outcome; the recorded requests
+	The scenarios' assertions are the required plugins', so `FAIL` there marks where
+	upstream alone does not give their outcome; the recorded requests
 	show what it did instead (a test stops at its first failed assertion, so
 	later steps of that scenario are missing).
 
@@ -174,14 +176,14 @@ declare -A EXPLAIN=(
 		crio | validator)
 			BINDIR=${CRIO_BINDIR:-${RUNTIME_BINDIR:-$REPO_ROOT/bin}}
 			bin="${BINDIR#"$REPO_ROOT"/}/crio $("$BINDIR/crio" --version 2>/dev/null | awk '/^crio version/ {print $3}')"
-			if links_policy "$BINDIR/crio"; then
+			if links_required_plugins "$BINDIR/crio"; then
 				bin+=" (patched)"
 			else bin+=" (UNPATCHED upstream: no policy)"; fi
 			;;
 		containerd)
 			BINDIR=${CONTAINERD_BINDIR:-${RUNTIME_BINDIR:-$REPO_ROOT/bin}}
 			bin="${BINDIR#"$REPO_ROOT"/}/containerd $("$BINDIR/containerd" --version 2>/dev/null | awk '{print $3}')"
-			if links_policy "$BINDIR/containerd"; then
+			if links_required_plugins "$BINDIR/containerd"; then
 				bin+=" (patched)"
 			else bin+=" (UNPATCHED upstream: no policy)"; fi
 			;;
@@ -219,7 +221,7 @@ declare -A EXPLAIN=(
 	echo
 	if [[ -n $UNPATCHED ]]; then
 		echo "Not compared:${UNPATCHED}: that binary is UNPATCHED upstream (it does not link"
-		echo "NRI's plugin policy; no patched build existed when this run was made), so it has"
+		echo "NRI's required plugins; no patched build existed when this run was made), so it has"
 		echo "no policy: its column shows the runtime's behaviour without nrigate, the"
 		echo "baseline the patch series changes (the scenarios that pass there are those"
 		echo "whose outcome is the same without any policy)."
@@ -254,7 +256,7 @@ declare -A EXPLAIN=(
 	echo "## Refusal texts"
 	echo
 	echo "The first refusal of each scenario on each runtime, as crictl printed the"
-	echo "gRPC message (the runtimes wrap the policy's text in their own prefix)."
+	echo "gRPC message (the runtimes may wrap NRI's text in their own prefix)."
 	echo
 	for t in "${TESTS[@]}"; do
 		first=1

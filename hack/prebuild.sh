@@ -29,6 +29,7 @@ steps() {
 	step bash contrib/cri-o/build.sh lint-tool
 	step bash contrib/containerd/build.sh lint-tool
 	step bash test/k8s/build.sh
+	step bash test/k8s/build-npd.sh
 }
 
 if [[ ${1:-} == --steps ]]; then

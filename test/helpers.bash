@@ -9,8 +9,10 @@
 # or containerd (patched containerd, bin/containerd). start_runtime writes
 # that runtime's config with its config script (contrib/cri-o/crio-test-config.sh,
 # contrib/containerd/containerd-test-config.sh) from ONE description of the
-# policy, a drop-in in CRI-O syntax ([crio.nri.policy...] tables), every
-# path private to $TESTDIR, NRI on $TESTDIR's socket with a 1s plugin
+# required NRI plugins, a drop-in in CRI-O syntax
+# ([crio.nri.required_plugins."NAME"] tables, [[...exempt]] tables,
+# match_labels inline tables; [crio.nri.default_validator] where a test
+# needs NRI's default validator), every path private to $TESTDIR, NRI on $TESTDIR's socket with a 1s plugin
 # request timeout; it imports the test and pause images and waits for
 # `crictl info`. stop_runtime tears it all down.
 
@@ -385,8 +387,8 @@ runtime_reload() {
 	kill -HUP "$DAEMON_PID"
 }
 # (CRI-O's; containerd has no reload.)
-RELOAD_OK_LOG=${RELOAD_OK_LOG:-Set config crio.nri.policy.plugins to}
-RELOAD_KEPT_LOG=${RELOAD_KEPT_LOG:-keeping the NRI plugin policy in force}
+RELOAD_OK_LOG=${RELOAD_OK_LOG:-Set config crio.nri.required_plugins to}
+RELOAD_KEPT_LOG=${RELOAD_KEPT_LOG:-Unable to reload the required NRI plugins, keeping the ones in force}
 
 # CREATE_LOGGED: the line the runtime logs (at info level) when a
 # CreateContainer request reaches it, before any NRI call: a test that must
@@ -396,14 +398,14 @@ crio) CREATE_LOGGED="Creating container: " ;;
 containerd) CREATE_LOGGED="CreateContainer within sandbox" ;;
 esac
 
-# NRI_WAIT_LOGGED: the line NRI logs (at debug level) when a request starts
+# NRI_WAIT_LOGGED: the line NRI logs (at info level) when a request starts
 # to wait for a required plugin that is not ready: a test that must know a
-# request waits starts the runtime at debug level and waits for it.
+# request waits waits for it.
 NRI_WAIT_LOGGED="waits for required NRI plugin"
 
-# policy_to_validator: the policy TOML on stdin as upstream NRI's default
-# validator would express it in CRI-O's config: every plugin with
-# fail_policy = "fail" becomes a globally required plugin
+# policy_to_validator: the required plugins' TOML on stdin as upstream NRI's
+# default validator would express it in CRI-O's config: every plugin with
+# fail_policy "fail" (the default) becomes a globally required plugin
 # (nri_validator_required_plugins), and an exemption's annotation becomes
 # the validator's toleration annotation, which upstream honours in every
 # namespace; scope, events, registration_wait, readiness, ignore and the
@@ -413,12 +415,12 @@ policy_to_validator() {
 	awk '
 		/^\[/ {
 			flush()
-			inpol = ($0 ~ /^\[\[?crio\.nri\.policy/)
-			inexempt = ($0 ~ /^\[\[crio\.nri\.policy.*\.exempt\]\]/)
+			inpol = ($0 ~ /^\[\[?crio\.nri\.required_plugins/)
+			inexempt = ($0 ~ /^\[\[crio\.nri\.required_plugins.*\.exempt\]\]/)
 			name = ""
-			if (!inexempt && $0 ~ /^\[crio\.nri\.policy\.plugins\./) {
+			if (!inexempt && $0 ~ /^\[crio\.nri\.required_plugins\./) {
 				name = $0
-				sub(/^\[crio\.nri\.policy\.plugins\./, "", name)
+				sub(/^\[crio\.nri\.required_plugins\./, "", name)
 				sub(/\][[:space:]]*(#.*)?$/, "", name)
 				gsub(/"/, "", name)
 				fp = "fail"
@@ -575,21 +577,21 @@ guard_ready() {
 
 # use_metrics: the next runtime_config serves $RUNTIME's metrics on a free
 # port of 127.0.0.1. Sets METRICS_PORT, METRICS_URL and the names each
-# runtime gives the policy's two series: METRIC_DECISIONS (by event,
-# outcome and plugin) and METRIC_PLUGIN_READY (by plugin, 1 or 0).
+# runtime gives the two series of required NRI plugins: METRIC_DECISIONS
+# (by event, outcome and plugin) and METRIC_PLUGIN_READY (by plugin, 1 or 0).
 use_metrics() {
 	require_cmd curl ss shuf || return
 	METRICS_PORT=$(free_port) || { echo "no free port in 19100-19299" >&2; return 1; }
 	case $RUNTIME in
 	crio)
 		METRICS_URL=http://127.0.0.1:$METRICS_PORT/metrics
-		METRIC_DECISIONS=container_runtime_crio_nri_policy_decisions_total
-		METRIC_PLUGIN_READY=container_runtime_crio_nri_plugin_ready
+		METRIC_DECISIONS=container_runtime_crio_nri_required_plugin_decisions_total
+		METRIC_PLUGIN_READY=container_runtime_crio_nri_required_plugin_ready
 		;;
 	containerd)
 		METRICS_URL=http://127.0.0.1:$METRICS_PORT/v1/metrics
-		METRIC_DECISIONS=containerd_nri_policy_decisions_total
-		METRIC_PLUGIN_READY=containerd_nri_policy_plugin_ready
+		METRIC_DECISIONS=containerd_nri_required_plugin_decisions_total
+		METRIC_PLUGIN_READY=containerd_nri_required_plugin_ready
 		;;
 	esac
 }

@@ -1,10 +1,10 @@
 #!/usr/bin/env bats
-# NRI policy end to end: patched CRI-O (RUNTIME=crio, the default) or
-# containerd (RUNTIME=containerd) driven by crictl with the real
-# bin/nri-faulty plugin registered as 10-guard, under fail and ignore
-# policies, faults, scope exemptions, waits and readiness in CRI Status.
+# Required NRI plugins end to end: patched CRI-O (RUNTIME=crio, the
+# default) or containerd (RUNTIME=containerd) driven by crictl with the real
+# bin/nri-faulty plugin registered as 10-guard, required under fail and
+# ignore, with faults, scope exemptions, waits and readiness in CRI Status.
 # make parity runs it on both runtimes and on CRI-O with NRI's default
-# validator instead of the policy (PARITY_MODE=validator).
+# validator instead of the required plugins (PARITY_MODE=validator).
 
 bats_require_minimum_version 1.5.0
 
@@ -12,11 +12,22 @@ load helpers
 
 # setup_file, setup and teardown: the helpers' defaults.
 
-# policy FAIL_POLICY [EXTRA KEYS...]: the policy table of plugin guard.
+# policy FAIL_POLICY [EXTRA KEYS...]: the table that requires plugin guard.
+# registration_wait is "0s" unless EXTRA KEYS set it: the scenarios about
+# an absent plugin refuse at once (the default, 5s, has a test of its own).
 policy() {
 	local fp=$1
 	shift
-	printf '[crio.nri.policy.plugins.guard]\nfail_policy = "%s"\n' "$fp"
+	printf '[crio.nri.required_plugins."guard"]\nfail_policy = "%s"\n' "$fp"
+	[[ $* == *registration_wait* ]] || echo 'registration_wait = "0s"'
+	printf '%s\n' "$@"
+}
+
+# exempt NAMESPACE KEY = VALUE...: an exemption table of plugin guard.
+exempt() {
+	local ns=$1
+	shift
+	printf '[[crio.nri.required_plugins."guard".exempt]]\nnamespace = "%s"\n' "$ns"
 	printf '%s\n' "$@"
 }
 
@@ -49,16 +60,22 @@ update_gated() {
 	record_step "update $2" "$status" "$stderr" "$t0"
 }
 
-# assert_refused EVENT NS/POD CONTAINER REASON: $stderr is NRI's policy
-# refusal naming the event, the container, the pod, the plugin, the reason
-# and what to do.
+# assert_refused EVENT NS/POD CONTAINER REASON: $stderr is NRI's refusal of
+# a request a required plugin could not act on, naming the event, the
+# container, the pod, the plugin, the reason and what to do.
 assert_refused() {
 	assert_contains "$stderr" "code = FailedPrecondition"
-	assert_contains "$stderr" "refusing $1 of "
-	[[ -z $3 ]] || assert_contains "$stderr" 'container \"'"$3"'\" in '
-	assert_contains "$stderr" "pod $2: required NRI plugin "'\"guard\" '
+	if [[ -n $3 ]]; then
+		assert_contains "$stderr" "$1 of container "'\"'"$3"'\" in pod '"$2 refused: "
+	else
+		assert_contains "$stderr" "$1 of pod $2 refused: "
+	fi
+	assert_contains "$stderr" 'refused: required NRI plugin \"guard\" '
 	assert_contains "$stderr" "$4"
-	assert_contains "$stderr" "exempt the pod in the runtime's NRI plugin policy"
+	# What to do: for a plugin that was not ready, and for one that did not act.
+	[[ $stderr == *"; start or fix the plugin, or exempt the pod from the plugin in the runtime's required NRI plugins"* ||
+		$stderr == *"; check the plugin's health and the NRI plugin request timeout"* ]] ||
+		{ echo "no advice in: $stderr" >&2; return 1; }
 }
 
 # guard_state_is STATE: the plugin guard's state in crictl info.
@@ -122,8 +139,8 @@ fault_refuses_under_fail_only() {
 	run_pod web
 	create_ctr app
 	[ "$status" -ne 0 ]
-	assert_refused CreateContainer default/web app "is not registered; waited 0s (registration_wait 0s)"
-	warned_once 'refusing CreateContainer of container "app" in pod default/web: required NRI plugin "guard" is not registered'
+	assert_refused CreateContainer default/web app 'required NRI plugin \"guard\" is not registered; start or fix'
+	warned_once 'CreateContainer of container "app" in pod default/web refused: required NRI plugin "guard" is not registered'
 	no_container
 
 	start_faulty
@@ -139,7 +156,7 @@ fault_refuses_under_fail_only() {
 	create_ctr app
 	[ "$status" -eq 0 ]
 	[ -n "$(crictl_cmd ps -aq)" ]
-	warned_once 'required NRI plugin "guard" is not registered; proceeding with CreateContainer of container "app" in pod default/web without it (fail_policy ignore'
+	warned_once 'required NRI plugin "guard" is not registered; CreateContainer of container "app" in pod default/web proceeds without it (fail_policy "ignore")'
 }
 
 @test "fail: a plugin crashing while it handles CreateContainer refuses; ignore lets it through" {
@@ -171,8 +188,8 @@ fault_refuses_under_fail_only() {
 
 @test "scope exemptions: excluded namespace, static pod, namespace-bound label and annotation exemptions" {
 	start_runtime "$(policy fail 'exclude_namespaces = ["kube-*"]'
-		printf '%s\n' '[[crio.nri.policy.plugins.guard.exempt]]' 'namespace = "nri-plugins"' 'pod_selector = "app=guard"'
-		printf '%s\n' '[[crio.nri.policy.plugins.guard.exempt]]' 'namespace = "nri-plugins"' 'annotation = "nrigate.io/tolerate-missing-plugins"')"
+		exempt nri-plugins 'match_labels = { app = "guard" }'
+		exempt nri-plugins 'annotation = "nrigate.io/tolerate-missing-plugins"')"
 	run_pod sys kube-system
 	create_ctr a1
 	[ "$status" -eq 0 ]
@@ -195,8 +212,8 @@ fault_refuses_under_fail_only() {
 
 @test "exemptions a pod author cannot forge: the exempt label or annotation outside the exemption's namespace is refused" {
 	start_runtime "$(policy fail
-		printf '%s\n' '[[crio.nri.policy.plugins.guard.exempt]]' 'namespace = "nri-plugins"' 'pod_selector = "app=guard"'
-		printf '%s\n' '[[crio.nri.policy.exempt]]' 'namespace = "nri-plugins"' 'annotation = "nrigate.io/tolerate-missing-plugins"')"
+		exempt nri-plugins 'match_labels = { app = "guard" }'
+		exempt nri-plugins 'annotation = "nrigate.io/tolerate-missing-plugins"')"
 	# The plugin's own label, worn by a pod in another namespace.
 	run_pod forged-label default '{"app":"guard"}'
 	create_ctr a1
@@ -218,16 +235,16 @@ fault_refuses_under_fail_only() {
 	[ "$status" -eq 0 ]
 }
 
-@test "an exemption that names no namespace, or one matching every namespace, stops the runtime naming the key" {
-	for ns in '' '*'; do
+@test "an exemption that names no namespace, every namespace or a prefix of namespaces stops the runtime naming the key" {
+	for ns in '' '*' 'nri-*'; do
 		# Not through run: a daemon that did start must stay known to teardown.
 		start_runtime "$(policy fail
-			printf '%s\n' '[[crio.nri.policy.plugins.guard.exempt]]' "namespace = \"$ns\"" 'pod_selector = "app=guard"')" &&
+			exempt "$ns" 'match_labels = { app = "guard" }')" &&
 			started=yes || started=no
 		[ "$started" = no ]
-		assert_contains "$(unquote_log "$TESTDIR/daemon.log")" "plugins.\"guard\".exempt[0].namespace = \"$ns\""
-		[[ -z $ns ]] && assert_contains "$(unquote_log "$TESTDIR/daemon.log")" "an exemption must name the namespace it applies in"
-		[[ -n $ns ]] && assert_contains "$(unquote_log "$TESTDIR/daemon.log")" "would let any pod author exempt their pod"
+		assert_contains "$(unquote_log "$TESTDIR/daemon.log")" "invalid required NRI plugin \"guard\": exempt[0].namespace = \"$ns\""
+		[[ -n $ns ]] || assert_contains "$(unquote_log "$TESTDIR/daemon.log")" "an exemption must name the namespace it applies in"
+		[[ -z $ns ]] || assert_contains "$(unquote_log "$TESTDIR/daemon.log")" 'an exemption names one namespace, not a prefix'
 		: >"$TESTDIR/daemon.log"
 	done
 }
@@ -318,13 +335,14 @@ guard_entry() {
 	run_pod web
 	create_ctr app1
 	[ "$status" -ne 0 ]
-	printf '[crio.nri.policy.plugins.guard]\nfail_policy = "ignore"\n' >"$TESTDIR/crio.conf.d/20-policy.conf"
+	# A later file replaces guard's table as a whole.
+	policy ignore >"$TESTDIR/crio.conf.d/20-policy.conf"
 	runtime_reload
 	wait_for 10 guard_fail_policy_is ignore
 	wait_for 10 grep -q "$RELOAD_OK_LOG" "$TESTDIR/daemon.log"
 	create_ctr app2
 	[ "$status" -eq 0 ]
-	printf '[crio.nri.policy.plugins.guard]\nfail_policy = "bogus"\n' >"$TESTDIR/crio.conf.d/20-policy.conf"
+	policy bogus >"$TESTDIR/crio.conf.d/20-policy.conf"
 	runtime_reload
 	wait_for 10 grep -q "$RELOAD_KEPT_LOG" "$TESTDIR/daemon.log"
 	grep "$RELOAD_KEPT_LOG" "$TESTDIR/daemon.log" | grep -q "bogus"
@@ -427,7 +445,7 @@ guard_entry() {
 		grep -q "acted CreateContainer pod=default/web" "$TESTDIR/faulty.log"
 		if [ "$fp" = fail ]; then
 			[ "$status" -ne 0 ]
-			assert_refused CreateContainer default/web "" "(instance 20-guard)"
+			assert_refused CreateContainer default/web app "(instance 20-guard) did not answer CreateContainer"
 			no_container
 			# The refusal is undone for the instance that acted on it.
 			wait_for 5 grep -q "acted RemoveContainer pod=default/web .*container=app$" "$TESTDIR/faulty.log"
@@ -485,50 +503,252 @@ stop_acted_once() {
 	[ "$(stop_acted_count "$1")" -eq 1 ]
 }
 
-@test "a bad policy value stops the runtime with NRI's text: the key, the value and what is allowed" {
+@test "a bad value of a required plugin stops the runtime with NRI's text: the plugin, the key, the value and what is allowed" {
 	# Pairs of a bad value in guard's table (or a whole table) and the text
-	# of NRI's Validate() for it, which each runtime prints below its own
+	# of NRI's Validate() for it, which each runtime prints behind its own
 	# table: both runtimes must print this one expected text.
 	local cases=(
 		'fail_policy = "bogus"'
-		'plugins."guard".fail_policy = "bogus": allowed values are "fail", "ignore" (alias "skip")'
+		'invalid required NRI plugin "guard": fail_policy = "bogus": allowed values are "fail" and "ignore"'
 		'events = ["StopContainer"]'
-		'plugins."guard".events = "StopContainer": allowed values are "RunPodSandbox", "CreateContainer", "UpdateContainer"; teardown is never gated'
+		'invalid required NRI plugin "guard": events = "StopContainer": allowed values are "RunPodSandbox", "CreateContainer", "UpdateContainer", "ValidateContainerAdjustment"'
 		'readiness = "maybe"'
-		'plugins."guard".readiness = "maybe": allowed values are "condition", "network", "none"'
+		'invalid required NRI plugin "guard": readiness = "maybe": allowed values are "condition", "network" and "none"'
 		'registration_wait = "-1s"'
-		'plugins."guard".registration_wait = "-1s": must not be negative'
+		'invalid required NRI plugin "guard": registration_wait = "-1s": must be a duration from "0s" to "1m0s", such as "5s"'
+		'registration_wait = "2m"'
+		'invalid required NRI plugin "guard": registration_wait = "2m": must be a duration from "0s" to "1m0s", such as "5s"'
 		'registration_wait = "soon"'
-		'"soon" is not a duration (use Go syntax such as "500ms", "5s" or "1m")'
-		'pod_selector = "a in b"'
-		"plugins.\"guard\".pod_selector = \"a in b\": must be a Kubernetes label selector (unable to parse requirement: found 'b' expected: '(')"
-		'[crio.nri.policy.plugins."bad name"]
+		'invalid required NRI plugin "guard": registration_wait = "soon": must be a duration from "0s" to "1m0s", such as "5s"'
+		'match_expressions = [{ key = "tier", operator = "Near" }]'
+		'invalid required NRI plugin "guard": match_expressions[0].operator = "Near": allowed values are "In", "NotIn", "Exists" and "DoesNotExist"'
+		'namespaces = ["Bad_NS"]'
+		'invalid required NRI plugin "guard": namespaces = "Bad_NS": must be a namespace name, or the start of names followed by "*" (such as "team-*")'
+		'[crio.nri.required_plugins."bad name"]
 fail_policy = "fail"'
-		"plugins.\"bad name\" = \"bad name\": a plugin name or INDEX-NAME is required (invalid plugin name \"bad name\": contains invalid character ' ')"
+		"invalid required NRI plugin \"bad name\": name = \"bad name\": must be a plugin name or INDEX-NAME (invalid plugin name \"bad name\": contains invalid character ' ')"
+		'[[crio.nri.required_plugins."guard".exempt]]
+namespace = "nri-plugins"'
+		'invalid required NRI plugin "guard": exempt[0].match_labels = {}: an exemption needs match_labels, match_expressions or annotation (to exempt a whole namespace, use exclude_namespaces)'
 	)
 	local i log table
 	for ((i = 0; i < ${#cases[@]}; i += 2)); do
 		: >"$TESTDIR/daemon.log"
 		# Not through run: a daemon that did start must stay known to teardown.
 		table=${cases[i]}
-		[[ $table == '['* ]] || table=$(printf '[crio.nri.policy.plugins.guard]\n%s' "$table")
+		[[ $table == '['* ]] || table=$(printf '[crio.nri.required_plugins."guard"]\n%s' "$table")
 		start_runtime "$table" && started=yes || started=no
 		echo "${cases[i]}: started=$started"
 		[ "$started" = no ]
 		# CRI-O's logrus quotes the message: compare it unescaped.
 		log=$(unquote_log "$TESTDIR/daemon.log")
 		assert_contains "$log" "${cases[i + 1]}"
-		# The unparsable wait fails in decoding: the runtime names the key.
-		[[ ${cases[i]} != *'"soon"'* ]] || assert_contains "$log" plugins.guard.registration_wait
 	done
+}
 
-	# A policy with NRI disabled: the runtime's own key in NRI's sentence.
-	: >"$TESTDIR/daemon.log"
+@test "required plugins with NRI disabled stop the runtime naming both keys" {
+	# Not through run: a daemon that did start must stay known to teardown.
 	ENABLE_NRI=false start_runtime "$(policy fail)" && started=yes || started=no
 	[ "$started" = no ]
 	log=$(unquote_log "$TESTDIR/daemon.log")
-	assert_contains "$log" 'plugins = ["guard"]: NRI is disabled ('
-	assert_contains "$log" '), so no plugin can be required: enable NRI or remove the plugin tables'
+	case $RUNTIME in
+	crio)
+		assert_contains "$log" '[crio.nri.required_plugins."guard"]: NRI plugins are required while NRI is disabled (enable_nri = false)'
+		;;
+	*) assert_contains "$log" guard ;;
+	esac
+}
+
+@test "a plugin required here and by NRI's default validator stops the runtime naming both" {
+	[[ ${PARITY_MODE:-} != validator ]] ||
+		runtime_lacks "required plugins and the default validator together" "the upstream validator column has no required plugins"
+	# Not through run: a daemon that did start must stay known to teardown.
+	start_runtime "$(policy fail
+		printf '%s\n' '[crio.nri.default_validator]' 'nri_enable_default_validator = true' \
+			'nri_validator_required_plugins = ["guard"]')" && started=yes || started=no
+	[ "$started" = no ]
+	log=$(unquote_log "$TESTDIR/daemon.log")
+	# NRI's sentence, on both runtimes.
+	assert_contains "$log" 'the default validator requires "guard" too'
+	assert_contains "$log" "require a plugin in one place"
+	case $RUNTIME in
+	crio)
+		assert_contains "$log" '[crio.nri.required_plugins."guard"]'
+		assert_contains "$log" '[crio.nri.default_validator] nri_validator_required_plugins = ["guard"]'
+		;;
+	esac
+}
+
+@test "the default registration_wait is 5s: an absent plugin refuses after it" {
+	start_runtime '[crio.nri.required_plugins."guard"]'
+	run_pod web
+	t0=$EPOCHREALTIME
+	create_ctr app
+	waited=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", (b - a) * 1000 }')
+	[ "$status" -ne 0 ]
+	assert_refused CreateContainer default/web app 'is not registered after its registration_wait (5s)'
+	echo "refused after ${waited}ms"
+	[ "$waited" -ge 5000 ]
+	no_container
+}
+
+@test "a registration_wait longer than the client's deadline: the refusal reaches crictl as FailedPrecondition before its deadline" {
+	start_runtime "$(policy fail 'registration_wait = "30s"')"
+	run_pod web
+	cfg=$(ctr_config app sh -c 'exec sleep 1000')
+	t0=$EPOCHREALTIME
+	# crictl's own deadline for the call: 4s.
+	run --separate-stderr crictl_cmd --timeout 4s create "$POD_ID" "$cfg" "$POD_JSON"
+	took=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", (b - a) * 1000 }')
+	record_step "create app (crictl --timeout 4s)" "$status" "$stderr" "$t0"
+	echo "crictl returned after ${took}ms: $stderr"
+	[ "$status" -ne 0 ]
+	assert_refused CreateContainer default/web app 'is not registered before the deadline of the request (registration_wait 30s)'
+	assert_not_contains "$stderr" DeadlineExceeded
+	[ "$took" -lt 4000 ]
+	no_container
+}
+
+# start_validator [ARGS...]: guard as a validator plugin (subscribed to
+# ValidateContainerAdjustment only), as start_faulty.
+start_validator() {
+	start_faulty --events ValidateContainerAdjustment "$@"
+}
+
+@test "a required validator (events = [\"ValidateContainerAdjustment\"]) absent or killed refuses CreateContainer under fail; ignore lets it through" {
+	local required='events = ["ValidateContainerAdjustment"]'
+	start_runtime "$(policy fail "$required")"
+	run_pod web
+	create_ctr absent
+	[ "$status" -ne 0 ]
+	assert_refused CreateContainer default/web absent "is not registered"
+	no_container
+
+	start_validator
+	wait_for 10 guard_ready
+	create_ctr validated
+	[ "$status" -eq 0 ]
+	grep -q "acted ValidateContainerAdjustment pod=default/web .*container=validated$" "$TESTDIR/faulty.log"
+
+	stop_faulty
+	wait_for 10 guard_state_is disconnected
+	create_ctr killed
+	[ "$status" -ne 0 ]
+	assert_refused CreateContainer default/web killed "is disconnected"
+	[ "$(crictl_cmd ps -aq | wc -l)" -eq 1 ]
+	stop_runtime
+
+	start_runtime "$(policy ignore "$required")"
+	run_pod web
+	create_ctr absent
+	[ "$status" -eq 0 ]
+	start_validator
+	wait_for 10 guard_ready
+	stop_faulty
+	wait_for 10 guard_state_is disconnected
+	create_ctr killed
+	[ "$status" -eq 0 ]
+	[ "$(crictl_cmd ps -aq | wc -l)" -eq 2 ]
+}
+
+@test "a required validator hanging past the request timeout refuses CreateContainer; one subscribed to CreateContainer only is not subscribed" {
+	local required='events = ["ValidateContainerAdjustment"]'
+	start_runtime "$(policy fail "$required")"
+	start_validator --mode hang --hang 5s --fault-events ValidateContainerAdjustment
+	wait_for 10 guard_ready
+	run_pod web
+	create_ctr hung
+	[ "$status" -ne 0 ]
+	assert_refused CreateContainer default/web hung "did not answer ValidateContainerAdjustment"
+	no_container
+	stop_faulty
+
+	start_faulty --events CreateContainer
+	create_ctr unsubscribed
+	[ "$status" -ne 0 ]
+	assert_refused CreateContainer default/web unsubscribed "not subscribed to ValidateContainerAdjustment"
+	no_container
+}
+
+# update_fails_with_hang POLICY: guard declares fail_request itself and
+# hangs in UpdateContainer past the request timeout; crictl update fails.
+update_fails_with_hang() {
+	start_runtime "$1"
+	# start_faulty returns once the plugin is synchronized.
+	start_faulty --failure-policy fail-request --mode hang --hang 5s --fault-events UpdateContainer
+	run_pod web
+	create_ctr app
+	[ "$status" -eq 0 ]
+	id=$output
+	crictl_cmd start "$id" >/dev/null
+	update_gated "$id" 256
+	echo "update: $stderr"
+	[ "$status" -ne 0 ]
+	# The plugin's own failure policy failed it, not the requirement.
+	assert_not_contains "$stderr" "required NRI plugin"
+	stop_faulty
+	stop_runtime
+}
+
+@test "the plugin's own fail_request outside the requirement: required for CreateContainer, hanging in UpdateContainer, crictl update fails as without the requirement" {
+	update_fails_with_hang ""
+	update_fails_with_hang "$(policy fail)"
+}
+
+@test "the plugin's own fail_request under fail_policy ignore: hanging in CreateContainer still refuses" {
+	start_runtime "$(policy ignore)"
+	start_faulty --failure-policy fail-request --mode hang --hang 5s --fault-events CreateContainer
+	wait_for 10 guard_ready
+	run_pod web
+	create_ctr app
+	echo "create: $stderr"
+	[ "$status" -ne 0 ]
+	no_container
+}
+
+# acted_count LOG EVENT CONTAINER: how many EVENT requests for CONTAINER of
+# pod default/web the plugin logging to LOG acted on.
+acted_count() {
+	grep -c "acted $2 pod=default/web .*container=$3\$" "$1" || true
+}
+
+@test "undo of a refused CreateContainer: the plugin before the required one gets one StopContainer and one RemoveContainer, the one after none" {
+	local observer=(--events RunPodSandbox,CreateContainer,StopContainer,RemoveContainer,RemovePodSandbox)
+	for fault in hang crash-during; do
+		start_runtime "$(policy fail)"
+		# Both also subscribe to RemovePodSandbox: the end of the pod.
+		start_plugin BEFORE_PID "$TESTDIR/before.log" --name before --idx 05 "${observer[@]}" \
+			--acted-env NRI_FAULTY_BEFORE --acted-annotation nri-faulty.nrigate.io/before
+		start_plugin AFTER_PID "$TESTDIR/after.log" --name after --idx 20 "${observer[@]}" \
+			--acted-env NRI_FAULTY_AFTER --acted-annotation nri-faulty.nrigate.io/after
+		start_faulty --mode "$fault" --hang 5s --fault-events CreateContainer
+		wait_for 10 guard_ready
+		run_pod web
+		create_ctr app
+		echo "$fault: $stderr"
+		[ "$status" -ne 0 ]
+		assert_refused CreateContainer default/web app "CreateContainer"
+		no_container
+		# The undo is part of the refused request: it is done when crictl returns.
+		[ "$(acted_count "$TESTDIR/before.log" CreateContainer app)" -eq 1 ]
+		[ "$(acted_count "$TESTDIR/before.log" StopContainer app)" -eq 1 ]
+		[ "$(acted_count "$TESTDIR/before.log" RemoveContainer app)" -eq 1 ]
+		[ "$(acted_count "$TESTDIR/after.log" CreateContainer app)" -eq 0 ]
+		[ "$(acted_count "$TESTDIR/after.log" StopContainer app)" -eq 0 ]
+		[ "$(acted_count "$TESTDIR/after.log" RemoveContainer app)" -eq 0 ]
+		# Removing the pod relays nothing more for the refused container.
+		crictl_cmd stopp "$POD_ID" >/dev/null
+		crictl_cmd rmp "$POD_ID" >/dev/null
+		wait_for 10 grep -q "acted RemovePodSandbox pod=default/web" "$TESTDIR/before.log"
+		wait_for 10 grep -q "acted RemovePodSandbox pod=default/web" "$TESTDIR/after.log"
+		[ "$(acted_count "$TESTDIR/before.log" StopContainer app)" -eq 1 ]
+		[ "$(acted_count "$TESTDIR/before.log" RemoveContainer app)" -eq 1 ]
+		[ "$(acted_count "$TESTDIR/after.log" StopContainer app)" -eq 0 ]
+		[ "$(acted_count "$TESTDIR/after.log" RemoveContainer app)" -eq 0 ]
+		stop_plugins
+		stop_runtime
+		rm -f "$TESTDIR"/before.log "$TESTDIR"/after.log "$TESTDIR"/faulty.log
+	done
 }
 
 # ctr_state_is ID STATE: crictl inspect shows the container in STATE.
@@ -568,7 +788,7 @@ ctr_state_is() {
 	wait_for 5 metric_is "$METRIC_PLUGIN_READY{plugin=\"guard\"}" 1
 	create_ctr app
 	[ "$status" -eq 0 ]
-	# Only refusals, ignores and admissions after a wait are decisions.
+	# Only requests the plugin could not act on are counted.
 	metric_is "$METRIC_DECISIONS{event=\"CreateContainer\",outcome=\"refused\",plugin=\"guard\"}" 1
-	[ -z "$(metric_value "$METRIC_DECISIONS{event=\"CreateContainer\",outcome=\"allowed\",plugin=\"guard\"}")" ]
+	[ -z "$(metric_value "$METRIC_DECISIONS{event=\"CreateContainer\",outcome=\"ignored\",plugin=\"guard\"}")" ]
 }

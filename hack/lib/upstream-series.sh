@@ -187,6 +187,21 @@ check_signoff() {
 	return "$bad"
 }
 
+# check_subjects: no patch's subject (the commit's first line, unfolded)
+# ends with a period, as containerd's (and git's own) commit style has it.
+check_subjects() {
+	local p subject bad=0
+	for p in $(patches); do
+		subject=$(git mailinfo /dev/null /dev/null <"$p" | sed -n 's/^Subject: //p')
+		if [[ $subject == *. ]]; then
+			echo "  $(basename "$p"): subject ends with a period: $subject"
+			bad=1
+		fi
+	done
+	((bad == 0)) && echo "subjects: $(patches | wc -l) patches, none ends with a period"
+	return "$bad"
+}
+
 # golangci_lint VERSION: the path of golangci-lint VERSION, installed with go
 # install into build/tools on first use (the version the project pins). The
 # install holds a lock, so a caller waits for one already under way (make

@@ -43,6 +43,8 @@ type Options struct {
 	NRIOff bool
 	// Metrics serves the runtime's metrics (Runtime.MetricsURL).
 	Metrics bool
+	// Env is added to the runtime's environment (KEY=VALUE).
+	Env []string
 }
 
 // Runtime is a patched CRI-O or containerd started by test/e2e/runtime.sh,
@@ -79,6 +81,7 @@ func Start(o Options, stderr io.Writer) (*Runtime, error) {
 	if o.Metrics {
 		cmd.Env = append(cmd.Env, "RUNTIME_METRICS=1")
 	}
+	cmd.Env = append(cmd.Env, o.Env...)
 	cmd.Stderr = stderr
 	out, err := cmd.Output()
 	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 3 {

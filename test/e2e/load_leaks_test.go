@@ -23,7 +23,7 @@ import (
 )
 
 // guardPolicy makes plugin guard required for every pod, fail-closed.
-const guardPolicy = `[crio.nri.policy.plugins.guard]
+const guardPolicy = `[crio.nri.required_plugins."guard"]
 fail_policy = "fail"
 registration_wait = "10s"
 `

@@ -76,7 +76,7 @@ func acted(d *daemon, id string) bool {
 
 var _ = Describe("a required plugin restarting in a loop", func() {
 	It("lets no container be created without its injection over 200 creations", func() {
-		d := startDaemon(`[crio.nri.policy.plugins.guard]
+		d := startDaemon(`[crio.nri.required_plugins."guard"]
 fail_policy = "fail"
 registration_wait = "10s"
 `, false)

@@ -31,6 +31,9 @@
 // returning is recorded, -reps times. Each runtime is measured once, in the
 // order given, and the runtimes are printed side by side at the end.
 //
+// With -barrier it measures CRI-O's publication barrier instead, on the
+// benchmark build bin/crio-bench (barrier.go, make bench-barrier).
+//
 // It needs root, runc, conmon, busybox-static, jq, `make build` and the
 // runtimes' builds (make crio containerd), like the suites.
 package main
@@ -89,6 +92,11 @@ type options struct {
 	image              string
 	runtimes, bindir   string
 	runtime            string // the one being measured
+	// -barrier: CRI-O's publication barrier (barrier.go).
+	barrier                     bool
+	barrierDelay, barrierPeriod time.Duration
+	barrierRegs                 int
+	barrierNoLock               bool
 }
 
 func main() {
@@ -100,8 +108,19 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 11, "interleaved rounds of the three configurations")
 	flag.IntVar(&o.reps, "reps", 20, "registration_wait release repetitions (0 skips)")
 	flag.StringVar(&o.runtimes, "runtimes", "crio", "comma-separated runtimes to measure, each once: crio, containerd")
-	flag.StringVar(&o.bindir, "bindir", "bin", "directory of the patched crio, pinns, containerd, shim and ctr binaries")
+	flag.StringVar(&o.bindir, "bindir", "bin", "directory of the patched crio, pinns, containerd, shim and ctr binaries (with -barrier: bin/crio-bench)")
+	flag.BoolVar(&o.barrier, "barrier", false, "measure CRI-O's publication barrier instead (barrier.go; make crio-bench builds bin/crio-bench)")
+	flag.DurationVar(&o.barrierDelay, "barrier-delay", 100*time.Millisecond, "-barrier: the per-create cost injected before the relay")
+	flag.DurationVar(&o.barrierPeriod, "barrier-period", 100*time.Millisecond, "-barrier: how often a plugin re-registers")
+	flag.IntVar(&o.barrierRegs, "barrier-regs", 10, "-barrier: registrations per round and variant with creates in flight (half as many idle)")
+	flag.BoolVar(&o.barrierNoLock, "barrier-nolock", false, "-barrier: add a third daemon, the series' block with containers listed to plugins without their state lock (an experiment: what that lock costs)")
 	flag.Parse()
+	if o.barrier && !isFlagSet("bindir") {
+		o.bindir = "bin/crio-bench"
+	}
+	if o.barrier && !isFlagSet("workers") {
+		o.workers = 8
+	}
 	go stopOnSignal()
 	err := run(o)
 	// An interrupted run fails here while stopOnSignal still stops the
@@ -135,6 +154,10 @@ func run(o options) error {
 	o.image = filepath.Join(dir, "busybox.tar")
 	if out, err := exec.Command(filepath.Join(o.repo, "hack/make-test-image.sh"), o.image).CombinedOutput(); err != nil {
 		return fmt.Errorf("make-test-image: %v: %s", err, out)
+	}
+	if o.barrier {
+		o.runtime = "crio"
+		return runBarrier(o)
 	}
 	type summary struct {
 		runtime string
@@ -173,6 +196,13 @@ func run(o options) error {
 			verdict(a.cmp.p99Lo, a.cmp.p99Hi, maxP99Ratio, false))
 	}
 	return nil
+}
+
+// isFlagSet reports whether the flag was given on the command line.
+func isFlagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // The targets of (c) against (b).
@@ -293,7 +323,7 @@ func stopOnSignal() {
 // namespace when empty), in CRI-O's syntax (the containerd config script
 // converts it).
 func guardPolicy(regWait, namespace string) string {
-	p := fmt.Sprintf("[crio.nri.policy.plugins.guard]\nfail_policy = \"fail\"\nregistration_wait = %q\n", regWait)
+	p := fmt.Sprintf("[crio.nri.required_plugins.\"guard\"]\nfail_policy = \"fail\"\nregistration_wait = %q\n", regWait)
 	if namespace != "" {
 		p += fmt.Sprintf("namespaces = [%q]\n", namespace)
 	}

@@ -4,7 +4,9 @@
 //
 // In "ok" mode it answers every request; CreateContainer adds the env var
 // NRI_FAULTY_ACTED=<name> and the annotation nri-faulty.nrigate.io/acted=<name>
-// so that a test can see the plugin acted. The other modes are
+// (other keys with --acted-env and --acted-annotation, for a second instance:
+// NRI refuses two plugins setting one key) so that a test can see the plugin
+// acted. The other modes are
 //
 //	error          return an error from the request handler
 //	hang           sleep for --hang before answering
@@ -13,7 +15,10 @@
 //	exit-after     answer --count requests, then exit(0)
 //
 // The mode applies to the events in --fault-events; teardown events are
-// always answered so that a test's cleanup does not hang. A control file
+// always answered so that a test's cleanup does not hang. Subscribed to
+// ValidateContainerAdjustment (--events), the plugin is a validator: it
+// accepts every adjustment, and with ValidateContainerAdjustment in
+// --fault-events the mode applies there (error rejects the adjustment). A control file
 // (--control), re-read on every request, overrides the mode at run time:
 // its content is "MODE [ARG]", for example "hang 5s", "crash-during",
 // "exit-after 3" or "ok". An empty or missing file means the --mode flag.
@@ -108,6 +113,8 @@ type plugin struct {
 	// updateOthers makes StopContainer answer with updates of the other
 	// known containers.
 	updateOthers bool
+	// actedEnv and actedAnnotation are the keys CreateContainer sets.
+	actedEnv, actedAnnotation string
 
 	mu      sync.Mutex
 	out     io.Writer
@@ -267,8 +274,8 @@ func (p *plugin) CreateContainer(_ context.Context, pod *api.PodSandbox, ctr *ap
 	}
 	p.track(ctr.GetId(), true)
 	adjust := &api.ContainerAdjustment{}
-	adjust.AddEnv(ActedEnv, p.name)
-	adjust.AddAnnotation(ActedAnnotation, p.name)
+	adjust.AddEnv(p.actedEnv, p.name)
+	adjust.AddAnnotation(p.actedAnnotation, p.name)
 	return adjust, nil, nil
 }
 
@@ -288,6 +295,12 @@ func (p *plugin) StopContainer(_ context.Context, pod *api.PodSandbox, ctr *api.
 	upd := p.othersUpdate(ctr.GetId())
 	p.logf("update-others on stop of %s: %d containers", ctr.GetName(), len(upd))
 	return upd, nil
+}
+
+// ValidateContainerAdjustment accepts the adjustment, or applies the fault
+// if configured for it.
+func (p *plugin) ValidateContainerAdjustment(_ context.Context, req *api.ValidateContainerAdjustmentRequest) error {
+	return p.handle(api.Event_VALIDATE_CONTAINER_ADJUSTMENT, req.GetPod(), req.GetContainer())
 }
 
 // RemoveContainer applies the fault if configured for it.
@@ -360,6 +373,11 @@ func run() error {
 		failPolicy  = flag.String("failure-policy", "none", "plugin-declared upstream FailurePolicy: none, fail-request, keep-connected")
 		logFile     = flag.String("log-file", "", "append the log to this file instead of stderr")
 		updOthers   = flag.Bool("update-others-on-stop", false, "answer every StopContainer with a CPU shares update of every other known container")
+		// Two instances acting on the same container must inject under
+		// different keys: NRI refuses two plugins setting one env var or
+		// annotation.
+		actedEnv        = flag.String("acted-env", ActedEnv, "the env var marking a container the plugin acted on")
+		actedAnnotation = flag.String("acted-annotation", ActedAnnotation, "the annotation marking a container the plugin acted on")
 		// -verbose is the flag of upstream's sample plugins (device-injector
 		// and others): accepted so that a DaemonSet written for them runs
 		// this plugin with its args unchanged (test/k8s).
@@ -396,6 +414,9 @@ func run() error {
 		out:         os.Stderr,
 
 		updateOthers: *updOthers,
+
+		actedEnv:        *actedEnv,
+		actedAnnotation: *actedAnnotation,
 	}
 	if *logFile != "" {
 		f, err := os.OpenFile(*logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
