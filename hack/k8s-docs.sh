@@ -62,6 +62,7 @@ v_node() { echo "$(v "$1" bootstrap registration_to_node_ready_seconds) s"; }
 v_held() { echo "$(v "$1" bootstrap plugin_to_last_pod_running_seconds) s / $(v "$1" crash plugin_to_last_pod_running_seconds) s / $(v "$1" runtime-restart plugin_to_last_pod_running_seconds) s"; }
 v_cp() { echo "$(v "$1" setup control_plane_seconds) s"; }
 v_wall() { local w; w=$(tr ' ' '\n' <<<"$K8S_WALL" | sed -n "s/^$1=//p"); echo "${w:-–} s"; }
+npd_bound() { local i; i=$(v "$1" npd-network npd_interval_seconds); [[ $i == – ]] && echo – || echo $((i + 2)); }
 
 {
 	cat <<'EOF'
@@ -74,6 +75,10 @@ Files a node operator installs, all in [`contrib/kubernetes/`](../contrib/kubern
 | [`device-injector-daemonset.yaml`](../contrib/kubernetes/device-injector-daemonset.yaml) | the plugin's DaemonSet (namespace `nri-plugins`) | `kubectl apply -f` |
 | [`crio.conf.d/20-device-injector.conf`](../contrib/kubernetes/crio.conf.d/20-device-injector.conf) | the policy for patched CRI-O | `/etc/crio/crio.conf.d/`, then restart CRI-O or `systemctl reload crio` (SIGHUP reloads the policy; a bad file keeps the old one) |
 | [`containerd.conf.d/20-device-injector.toml`](../contrib/kubernetes/containerd.conf.d/20-device-injector.toml) | the same policy for patched containerd | `/etc/containerd/conf.d/` (imported by the `imports` line of `containerd config default`), then restart containerd (it has no config reload) |
+| [`npd/nri-plugins-monitor.json`](../contrib/kubernetes/npd/nri-plugins-monitor.json) (CRI-O), [`npd/nri-plugins-monitor-containerd.json`](../contrib/kubernetes/npd/nri-plugins-monitor-containerd.json) | node-problem-detector's custom plugin monitor config: the Node condition `NRIPluginsNotReady` and the event `NRIPluginWentDown` | `/etc/nrigate/npd/nri-plugins-monitor.json` |
+| [`tools/nri-npd-check`](../tools/nri-npd-check/main.go) | the check NPD runs: asks the runtime's CRI `Status` | `CGO_ENABLED=0 go build -o /opt/nrigate/bin/nri-npd-check ./tools/nri-npd-check` |
+| [`npd/node-problem-detector.yaml`](../contrib/kubernetes/npd/node-problem-detector.yaml) | NPD v1.35.2 as a DaemonSet running that config (or NPD's systemd mode, below) | `kubectl apply -f` |
+| [`two-plugins/`](../contrib/kubernetes/two-plugins/) | variant: a second required plugin (`20-ulimit-adjuster`), its drop-ins and DaemonSet, installed next to the files above | as the first |
 
 The semantics are in [design.md](design.md); both runtimes decode the same keys.
 
@@ -118,6 +123,100 @@ pod_selector = "app.kubernetes.io/name=device-injector"
 `priorityClassName: system-node-critical` stays in the shipped DaemonSet: a required plugin
 should be the last pod evicted from a node. (The test removes it: see below.)
 
+## The plugins' readiness on the Node: node-problem-detector
+
+The runtime reports its required plugins in the CRI `Status` (`crictl info`: the condition
+`NRIPluginsReady` and the `nri` entry), but the kubelet copies only `RuntimeReady` and
+`NetworkReady` onto the Node (kubernetes/kubernetes#123148); so with `readiness = "condition"`
+nothing in `kubectl get node` or `kubectl describe node` says that a required plugin is down.
+node-problem-detector (NPD) puts it there: its custom plugin monitor runs a check program
+every `invoke_interval` and sets a Node condition from its exit code (0 False, 1 True, other
+Unknown) and its first output line (the message, cut at `max_output_length`).
+
+The check is [`nri-npd-check`](../tools/nri-npd-check/main.go) (Go, no shell, the same program
+for both runtimes): `nri-npd-check --runtime-endpoint unix:///var/run/crio/crio.sock` (as crictl
+takes it) calls the runtime's CRI `Status` with `verbose`, reads `NRIPluginsReady` and decodes the
+`nri` entry:
+
+| the runtime | exit | Node condition `NRIPluginsNotReady` |
+|---|---|---|
+| a required plugin not ready | 1 | `True`, reason `NRIPluginsNotReady`, message naming each such plugin and its state as the `nri` entry has it: `20-ulimit-adjuster not registered, 10-device-injector disconnected` (cut at 80 bytes, NPD's default, with `+N more`) |
+| every required plugin ready | 0 | `False`, reason `NRIPluginsReady` |
+| no `NRIPluginsReady` condition: no plugin required, or an unpatched runtime | 0 | `False` (the check says "no NRI plugin is required by the runtime") |
+| the socket missing | 2 | `Unknown`, `runtime socket missing: PATH` |
+| no answer within `--timeout` (default 3 s; keep it below the rule's `timeout`) | 2 | `Unknown`, `runtime did not answer within 3s: PATH` |
+| the socket refuses, or `Status` fails | 2 | `Unknown`, `runtime not answering: PATH` |
+| the `nri` entry missing or not the expected JSON | 2 | `Unknown`, `runtime's verbose nri status malformed` (the decoding error on stderr, which NPD logs) |
+
+NPD takes a rule's reason from its config, not from the check, so the reason is always
+`NRIPluginsNotReady` when True; with `Unknown`, NPD shows the default reason (`NRIPluginsReady`)
+and the check's message, which says what failed. The config sets
+`enable_message_change_based_condition_update`, so the message follows when a second plugin goes
+down while the first still is. A second, temporary rule runs `nri-npd-check --mode went-down
+--state-file F`, which exits 1 once when a plugin that was ready at its previous run is not any
+more: NPD makes that a `Warning` event `NRIPluginWentDown` on the Node ("went down:
+10-device-injector disconnected"), next to the events NPD makes for the condition's changes.
+
+How it runs on a node:
+
+- **DaemonSet** ([`npd/node-problem-detector.yaml`](../contrib/kubernetes/npd/node-problem-detector.yaml)):
+  NPD's image `registry.k8s.io/node-problem-detector/node-problem-detector:v1.35.2`, `hostNetwork`
+  (it must start while a `readiness = "network"` plugin holds the node NotReady), in
+  `kube-system` (which the shipped policy excludes, so it is not gated on the plugin it watches),
+  with three hostPath mounts: the config directory, the check's directory and the runtime
+  socket's *directory* (`/var/run/crio` or `/run/containerd`; a mounted socket file would not
+  follow a restarted runtime's new socket). RBAC: `patch` on `nodes/status`, `create` on events.
+  An NPD you already run needs only the config file added to its `--config.custom-plugin-monitor`
+  list and the three mounts.
+- **systemd**: NPD's binary with the same files, ordered after the runtime:
+
+  ```ini
+  [Unit]
+  After=crio.service
+  [Service]
+  ExecStart=/usr/local/bin/node-problem-detector --logtostderr --hostname-override=%H \
+      --config.custom-plugin-monitor=/etc/nrigate/npd/nri-plugins-monitor.json \
+      --apiserver-override=https://API:6443?inClusterConfig=false&auth=/etc/nrigate/npd/kubeconfig
+  Restart=always
+  ```
+
+  The kubeconfig needs the same rights as the DaemonSet's service account; the node's own
+  credentials (`system:node:NAME`) have them for their own Node, which is what the test below uses.
+
+To keep pods off a node while the condition is True, the node-readiness-controller of KEP-5233
+taints and untaints on Node conditions; a rule for this condition would read as follows (the taint
+key is the operator's choice; nrigate sets no taint):
+
+```yaml
+apiVersion: readiness.node.x-k8s.io/v1alpha1
+kind: NodeReadinessRule
+metadata:
+  name: nri-plugins-ready
+spec:
+  conditions:
+    - type: NRIPluginsNotReady
+      requiredStatus: "False"
+  taint:
+    key: readiness.k8s.io/example.com/nri-plugins-not-ready   # your key
+    effect: NoSchedule
+  enforcementMode: continuous
+```
+
+A `NoSchedule` taint keeps new pods off and evicts nothing: with `readiness = "condition"` this
+shows a plugin outage on the Node, and steers the scheduler, without the eviction after
+`tolerationSeconds` that `readiness = "network"` brings on a multi-node cluster (below).
+
+## Two required plugins
+
+[`two-plugins/`](../contrib/kubernetes/two-plugins/) adds `20-ulimit-adjuster` (index 20,
+`readiness = "condition"`) next to `10-device-injector`: install its drop-in beside the first one
+(both runtimes merge their drop-ins table by table) and apply its DaemonSet. The two plugins' own
+pods must never wait on each other, or after a node restart neither would start: the second
+plugin's exemption covers both DaemonSets' pods (`app.kubernetes.io/name in (device-injector,
+ulimit-adjuster)` in `nri-plugins`), while the first plugin's shipped exemption covers only its own
+pod, so ulimit-adjuster's pod waits for device-injector: an order, not a cycle. With one of them
+down, pods are refused naming the missing one and the Node condition names it alone (shown below).
+
 ## What the end-to-end test shows
 EOF
 	cat <<EOF
@@ -161,6 +260,14 @@ EOF
 	row "forged exemption label in \`default\`" cell_label
 	row "outage semantics (second, fake Ready node)" cell_outage
 	row "\`fail_policy = \"ignore\"\`" cell_ignore
+	cell_npdnet() { echo "**$(verdict "$1" "node condition, readiness = network")**: \`NRIPluginsNotReady\` True $(v "$1" npd-network down_to_true_ms) ms after the runtime reported the plugin gone, False $(v "$1" npd-network registration_to_false_ms) ms after it registered (bound: NPD's period + 2 s = $(npd_bound "$1") s); node NotReady meanwhile: $(v "$1" npd-network node_notready_while_down)"; }
+	cell_npdcond() { echo "**$(verdict "$1" "node condition, readiness = condition")**: True $(v "$1" npd-condition down_to_true_ms) ms after the plugin went, False $(v "$1" npd-condition registration_to_false_ms) ms after it registered; Node updates with Ready=False meanwhile: **$(v "$1" npd-condition node_notready_updates)**"; }
+	cell_reboot() { echo "**$(verdict "$1" "node restart")**: $(v "$1" node-restart processes_killed) pod processes killed; plugin registered $(v "$1" node-restart kubelet_start_to_plugin_ready_ms) ms after the kubelet's start, every pod Running in new containers after $(v "$1" node-restart kubelet_start_to_all_running_seconds) s; $(v "$1" node-restart containers) containers, **$(v "$1" node-restart missing) without the injection**; condition True, then False $(v "$1" node-restart registration_to_false_ms) ms after registration"; }
+	cell_two() { echo "**$(verdict "$1" "two required plugins")**: \`20-ulimit-adjuster\` down: condition message \`$(v "$1" two-plugins node_message)\`, pods refused naming it, node Ready: $(v "$1" two-plugins node_ready_while_down); back: $(v "$1" two-plugins containers) containers, $(v "$1" two-plugins missing_first) / $(v "$1" two-plugins missing_second) without the first / second plugin's injection"; }
+	row "Node condition with \`readiness = \"network\"\` (shipped)" cell_npdnet
+	row "Node condition with \`readiness = \"condition\"\`" cell_npdcond
+	row "node restart (runtime and kubelet stopped, pods killed, started in systemd's order)" cell_reboot
+	row "two required plugins, the second down" cell_two
 
 	echo
 	for rt in $RUNTIMES; do
@@ -252,6 +359,76 @@ EOF
 		echo '```'
 	done
 
+	cat <<EOF
+
+### The Node condition, the node restart and two plugins
+
+EOF
+	echo "node-problem-detector in this run: $(v crio npd-network npd) (CRI-O); $(v containerd npd-network npd) (containerd)."
+	cat <<EOF
+It runs on the host as in NPD's systemd mode, with the config of \`contrib/kubernetes/npd\` and four
+substitutions, each checked against the shipped value: \`invoke_interval\` $(v crio npd-network npd_interval_seconds) s instead of 10 s (so
+that the bound, NPD's period + 2 s, is short), the check's path, the runtime's socket and the state
+file. Its credentials are the kubelet's (\`system:node:nrigate-node\`). Each time runs from the
+runtime's report (test/k8s/cristatus, \`NRIPluginsReady\`, polled every 2 ms) or the plugin's
+\`ready\` line to the first Node update carrying the new status, as a \`kubectl get node -w\` watch
+received it. NPD's share of each: up to one check period (1 s here) until the next check, the
+check itself (a few ms), and up to 1 s until NPD's Kubernetes exporter syncs the condition.
+
+\`kubectl describe node\` with the plugin down and just after it registered (CRI-O, \`readiness =
+"network"\`; the kubelet's \`Ready\` follows the runtime's \`NetworkReady\` a few seconds later):
+
+EOF
+	block crio npd-network describe_true
+	echo
+	block crio npd-network describe_false
+	echo
+	echo "The Node's events from NPD over the run up to then (CRI-O; the \`Unknown\` is the runtime restart scenario's half second without a runtime):"
+	echo
+	block crio npd-network events
+	echo
+	echo "With \`readiness = \"condition\"\` the node stays Ready while the condition is True (CRI-O):"
+	echo
+	block crio npd-condition describe_true
+	echo
+	echo '```'
+	echo '$ kubectl get node'
+	v crio npd-condition get_node_while_down
+	echo
+	echo '```'
+	echo
+	echo "Two plugins, the second down (CRI-O), and a pod refused meanwhile (both runtimes):"
+	echo
+	block crio two-plugins describe_true
+	echo
+	for rt in $RUNTIMES; do
+		echo "- $(name "$rt"): \`$(v "$rt" two-plugins refusal_event)\`"
+	done
+	cat <<EOF
+
+The node restart emulates a reboot as far as this machine allows: the runtime and the kubelet are
+stopped with SIGTERM (as systemd stops them) while the pods run, every process in the pods'
+cgroups is killed (CRI-O's conmon with them; the runtimes' state directories survive, where a
+reboot would empty \`/run\`), then the runtime is started, then NPD, then the kubelet. It runs on the
+\`readiness = "condition"\` variant, where the kubelet starts every pod at once and only the policy
+holds them: each container the kubelet restarts waits in CreateContainer (or RunPodSandbox, for a
+new sandbox) until the plugin's own pod, exempt, is back.
+
+EOF
+	echo "| | $(name crio) | $(name containerd) |"
+	echo "|---|---|---|"
+	cell_rb1() { v "$1" node-restart processes_killed; }
+	cell_rb2() { echo "$(v "$1" node-restart kubelet_start_to_plugin_ready_ms) ms"; }
+	cell_rb3() { echo "$(v "$1" node-restart kubelet_start_to_all_running_seconds) s"; }
+	cell_rb4() { echo "$(v "$1" node-restart containers) / **$(v "$1" node-restart missing)**"; }
+	cell_rb5() { v "$1" node-restart refusals; }
+	cell_rb6() { echo "$(v "$1" node-restart npd_true_after_runtime_start_ms) ms / $(v "$1" node-restart registration_to_false_ms) ms"; }
+	row "pod processes killed" cell_rb1
+	row "kubelet start → plugin registered" cell_rb2
+	row "kubelet start → every pod Running in new containers" cell_rb3
+	row "restarted containers / without the injection" cell_rb4
+	row "refusals the kubelet reported (then retried)" cell_rb5
+	row "NRIPluginsNotReady True after the runtime's start / False after registration" cell_rb6
 	cat <<EOF
 
 ### Outage semantics: what \`readiness = "network"\` means for eviction

@@ -11,6 +11,10 @@
 #
 # The scenarios run in order on one cluster; each starts from "plugin
 # deployed, node Ready" (baseline) and leaves it so, but the last (ignore).
+# node-problem-detector runs throughout (k8s_up), with the custom plugin
+# monitor config of contrib/kubernetes/npd; the scenarios from "node
+# condition, readiness = condition" on run on the readiness = "condition"
+# variant of the shipped drop-in.
 
 load lib
 
@@ -318,15 +322,236 @@ FORGED_SPEC='{"hostNetwork": true, "tolerations": [{"key": "node.kubernetes.io/n
 	kc delete namespace s-outage --wait=false >/dev/null
 }
 
+# npd_down SCENARIO: the plugin's DaemonSet deleted, with
+# node-problem-detector running (k8s_up): the Node's NRIPluginsNotReady
+# goes True, naming the plugin, within NPD_INTERVAL + 2 s of the runtime
+# reporting it gone (cristatus' NRIPluginsReady=false). Sets T_DOWN, T_TRUE.
+npd_down() {
+	local s=$1 t0
+	t0=$(now)
+	ds_delete
+	T_DOWN=$(cristatus_first nripluginsready.log NRIPluginsReady=false "$t0")
+	T_TRUE=$(node_cond_first "$NPD_CONDITION" True "$T_DOWN" 60)
+	record "$s" down_to_true_ms "$(ms "$T_DOWN" "$T_TRUE")"
+	record "$s" true_message "$(node_condition "$NPD_CONDITION" message)"
+	[[ $(node_condition "$NPD_CONDITION" message) == *"$POLICY_KEY "* ]]
+	awk -v a="$T_DOWN" -v b="$T_TRUE" -v m="$((NPD_INTERVAL + 2))" 'BEGIN { exit !(b - a <= m) }'
+}
+
+# npd_up SCENARIO: the DaemonSet applied again: NRIPluginsNotReady goes
+# False within NPD_INTERVAL + 2 s of the plugin's registration (its "ready"
+# line). Sets T_REG, T_FALSE.
+npd_up() {
+	local s=$1 t0
+	t0=$(now)
+	ds_apply
+	ds_wait_ready 180s
+	T_REG=$(rfc_epoch "$(plugin_ready_after "$t0")")
+	T_FALSE=$(node_cond_first "$NPD_CONDITION" False "$T_REG" 60)
+	record "$s" registration_to_false_ms "$(ms "$T_REG" "$T_FALSE")"
+	record "$s" describe_false "$(describe_node_conditions)"
+	awk -v a="$T_REG" -v b="$T_FALSE" -v m="$((NPD_INTERVAL + 2))" 'BEGIN { exit !(b - a <= m) }'
+}
+
+@test "node condition, readiness = network: NRIPluginsNotReady follows the plugin on the Node, and the node goes NotReady as before" {
+	local s=npd-network
+	baseline
+	record $s npd "$NPD_IMPL"
+	record $s npd_interval_seconds "$NPD_INTERVAL"
+	node_wait_condition "$NPD_CONDITION" False 60s
+	npd_down $s
+	# The shipped readiness = "network": the node goes NotReady as before.
+	node_wait_notready 120s
+	record $s node_notready_while_down yes
+	record $s describe_true "$(describe_node_conditions)"
+	# The went-down event of NPD's temporary rule names the plugin.
+	local deadline=$((SECONDS + 30))
+	until node_events '^NRIPluginWentDown$' | grep -q "went down: $POLICY_KEY "; do
+		((SECONDS < deadline)) || { echo "no NRIPluginWentDown event naming $POLICY_KEY" >&2; false; }
+		sleep 0.2
+	done
+	npd_up $s
+	node_wait_ready 120s
+	record $s events "$(node_events 'NRIPlugin')"
+}
+
+@test "node condition, readiness = condition: NRIPluginsNotReady follows the plugin, the node stays Ready throughout" {
+	local s=npd-condition
+	local variant
+	variant=$(dropin_variant condition readiness='"condition"')
+	runtime_stop
+	runtime_start "$variant"
+	baseline
+	node_wait_condition "$NPD_CONDITION" False 60s
+	npd_down $s
+	record $s describe_true "$(describe_node_conditions)"
+	record $s get_node_while_down "$(kc get node "$NODE")"
+	# The outage lasts past a refusal (registration_wait, 10 s): a pod is
+	# gated while the node stays Ready, and the runtime never reports
+	# NetworkReady=false.
+	ns_create s-cond
+	pod_json s-cond gated | kc apply -f - >/dev/null
+	local ev
+	ev=$(wait_event s-cond gated "$REFUSAL_RE" 90)
+	[ -n "$ev" ]
+	record $s refusal_while_ready "$(jq -r '"\(.reason): \(.message)"' <<<"$ev")"
+	npd_up $s
+	local notready netfalse
+	notready=$(node_cond_count Ready False "$T_DOWN" "$(now)")
+	netfalse=$(awk -v a="$T_DOWN" '{ cmd = "date -d " $1 " +%s.%N"; cmd | getline t; close(cmd) } t >= a && / NetworkReady=false / { n++ } END { print n + 0 }' "$K8S_WORK/logs/networkready.log")
+	record $s outage_seconds "$(awk -v a="$T_DOWN" -v b="$T_REG" 'BEGIN { printf "%.1f", b - a }')"
+	record $s node_notready_updates "$notready"
+	record $s networkready_false "$netfalse"
+	kc -n s-cond delete pod gated --wait=false >/dev/null
+	[ "$notready" -eq 0 ]
+	[ "$netfalse" -eq 0 ]
+	[ "$(node_ready)" = True ]
+}
+
+# A reboot as the node sees it: the runtime and the kubelet stopped with
+# pods running (SIGTERM, as systemd stops them), every process of the pods
+# killed (as the reboot does), then the runtime started, then NPD, then the
+# kubelet (systemd's order: the kubelet's unit is After= the runtime's).
+# The pods' containers come back through the kubelet; the policy holds each
+# until the plugin's own pod (exempt) has registered. Runs on the
+# readiness = "condition" variant of the previous scenario, where the
+# kubelet starts every pod at once and the policy alone holds them.
+@test "node restart: runtime and kubelet stopped, pods killed, started in systemd's order; every restarted container injected" {
+	local s=node-restart
+	baseline
+	ns_create s-reboot
+	deployment s-reboot web 5
+	wait_running s-reboot app=web 5 180s
+	node_wait_condition "$NPD_CONDITION" False 60s
+	local before
+	before=$(kc get pods -A -o json | jq -r '[.items[] | select(.spec.nodeName == "'"$NODE"'") | .status.containerStatuses[]? | .containerID] | sort | join(",")')
+
+	local t0 killed
+	t0=$(now)
+	npd_stop
+	kubelet_stop
+	runtime_stop
+	killed=$(pods_kill)
+	record $s processes_killed "$killed"
+	[ "$killed" -gt 0 ]
+	local t_rt t_kl
+	runtime_start "$(dropin_variant condition readiness='"condition"')"
+	t_rt=$(now)
+	npd_start
+	kubelet_start
+	t_kl=$(now)
+	record $s down_seconds "$(awk -v a="$t0" -v b="$t_rt" 'BEGIN { printf "%.2f", b - a }')"
+
+	# NPD, restarted with the runtime up and the plugin not yet back,
+	# reports the plugin missing, then ready once it registered.
+	local t_true
+	t_true=$(node_cond_first "$NPD_CONDITION" True "$t_rt" 60)
+	record $s npd_true_after_runtime_start_ms "$(ms "$t_rt" "$t_true")"
+	ds_wait_ready 180s
+	local t_reg
+	t_reg=$(rfc_epoch "$(plugin_ready_after "$t_rt" 180)")
+	record $s kubelet_start_to_plugin_ready_ms "$(ms "$t_kl" "$t_reg")"
+	local t_false
+	t_false=$(node_cond_first "$NPD_CONDITION" False "$t_reg" 60)
+	record $s registration_to_false_ms "$(ms "$t_reg" "$t_false")"
+	awk -v a="$t_reg" -v b="$t_false" -v m="$((NPD_INTERVAL + 2))" 'BEGIN { exit !(b - a <= m) }'
+
+	# Every pod that ran before runs again in new containers, injected.
+	local deadline=$((SECONDS + 300)) left
+	while :; do
+		left=$(kc get pods -A -o json | jq --arg b "$before" '($b | split(",")) as $old |
+			[.items[] | select(.spec.nodeName == "'"$NODE"'" and .metadata.deletionTimestamp == null) |
+			 .status.containerStatuses[]? | select((.state.running == null) or (.containerID as $c | $old | index($c)))] | length')
+		[[ $left == 0 ]] && break
+		((SECONDS < deadline)) || { echo "$left containers not restarted" >&2; false; }
+		sleep 0.5
+	done
+	local t_all
+	t_all=$(now)
+	record $s kubelet_start_to_all_running_seconds "$(awk -v a="$t_kl" -v b="$t_all" 'BEGIN { printf "%.1f", b - a }')"
+	local pods=0 missing=0 p m ns
+	for ns in s-reboot s-bootstrap; do
+		read -r p m < <(check_injection "$ns" app=web)
+		pods=$((pods + p)) missing=$((missing + m))
+	done
+	record $s containers "$pods"
+	record $s missing "$missing"
+	record $s refusals "$(($(refusals s-reboot) + $(refusals s-bootstrap)))"
+	record $s restarts "$(kc -n s-reboot get pods -l app=web -o json | jq '[.items[].status.containerStatuses[].restartCount] | add')"
+	[ "$pods" -ge 5 ]
+	[ "$missing" -eq 0 ]
+	kc -n s-reboot scale deploy/web --replicas=0 >/dev/null
+}
+
+# The variant of contrib/kubernetes/two-plugins: a second required plugin
+# (ulimit-adjuster, index 20, readiness = "condition") next to the first.
+# With it down, pods are refused naming it, the Node condition names it and
+# only it, and the node stays Ready.
+@test "two required plugins, one down: pods refused naming the missing one, the Node condition names it" {
+	local s=two-plugins
+	runtime_stop
+	runtime_start "$(dropin_variant condition readiness='"condition"')" "$(runtime_dropin2)"
+	baseline
+	ds_apply "$DS2_NAME"
+	ds_wait_ready 180s "$DS2_NAME"
+	node_wait_condition "$NPD_CONDITION" False 60s
+	record $s crictl_info_plugins "$(crictl_k info | jq -c '[.nri.plugins[] | {key, state, readiness}]')"
+
+	local t0 t_down t_true
+	t0=$(now)
+	ds_delete "$DS2_NAME"
+	t_down=$(cristatus_first nripluginsready.log NRIPluginsReady=false "$t0")
+	t_true=$(node_cond_first "$NPD_CONDITION" True "$t_down" 60)
+	record $s down_to_true_ms "$(ms "$t_down" "$t_true")"
+	local msg
+	msg=$(node_condition "$NPD_CONDITION" message)
+	record $s node_message "$msg"
+	record $s describe_true "$(describe_node_conditions)"
+	[[ $msg == *"$POLICY_KEY2 "* && $msg != *"$POLICY_KEY "* ]]
+
+	ns_create s-two
+	deployment s-two web 2
+	local ev
+	ev=$(wait_event s-two "$(kc -n s-two get pods -l app=web -o jsonpath='{.items[0].metadata.name}' 2>/dev/null || echo web)" \
+		"required NRI plugin \"$POLICY_KEY2\"" 90) || true
+	if [[ -z $ev ]]; then
+		ev=$(kc -n s-two get events -o json | jq -c --arg re "required NRI plugin \"$POLICY_KEY2\"" \
+			'[.items[] | select(.message | test($re))][0] // empty')
+	fi
+	[ -n "$ev" ]
+	record $s refusal_event "$(jq -r '"\(.reason): \(.message)"' <<<"$ev")"
+	# No refusal names the plugin that is up.
+	[ "$(kc -n s-two get events -o json | jq --arg re "required NRI plugin \"$POLICY_KEY\"" '[.items[] | select(.message | test($re))] | length')" -eq 0 ]
+	[ "$(kc -n s-two get pods -l app=web -o json | jq '[.items[] | select(.status.phase == "Running")] | length')" -eq 0 ]
+	[ "$(node_ready)" = True ]
+	record $s node_ready_while_down "$(node_ready)"
+
+	# The second plugin back: the held pods run, each container injected by both.
+	ds_apply "$DS2_NAME"
+	ds_wait_ready 180s "$DS2_NAME"
+	wait_running s-two app=web 2 180s
+	local p1 m1 p2 m2
+	read -r p1 m1 < <(check_injection s-two app=web)
+	read -r p2 m2 < <(check_injection s-two app=web "$INJECTION2")
+	record $s containers "$p1"
+	record $s missing_first "$m1"
+	record $s missing_second "$m2"
+	node_wait_condition "$NPD_CONDITION" False 60s
+	ds_delete "$DS2_NAME"
+	kc -n s-two scale deploy/web --replicas=0 >/dev/null
+	[ "$p1" -eq 2 ]
+	[ "$m1" -eq 0 ]
+	[ "$m2" -eq 0 ]
+}
+
 @test "ignore: with fail_policy = ignore every pod runs while the plugin is down, and the runtime counts it" {
 	local s=ignore
 	ds_delete
 	# The shipped drop-in with fail_policy = "ignore"; readiness "condition"
 	# (with "network" a down plugin would hold the node NotReady whatever
 	# the fail policy).
-	local variant=$K8S_WORK/ignore-$(basename "$(runtime_dropin)")
-	sed -e 's/^\(\s*fail_policy\s*=\s*\)"fail"/\1"ignore"/' -e 's/^\(\s*readiness\s*=\s*\)"network"/\1"condition"/' \
-		"$(runtime_dropin)" >"$variant"
+	local variant
+	variant=$(dropin_variant ignore fail_policy='"ignore"' readiness='"condition"')
 	[ "$(diff "$(runtime_dropin)" "$variant" | grep -c '^<')" -eq 2 ]
 	runtime_stop
 	runtime_start "$variant"

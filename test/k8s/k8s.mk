@@ -4,7 +4,9 @@
 #   make k8s             build/k8s/bin: kube-apiserver, kube-controller-manager,
 #                        kube-scheduler, kubelet, kubectl (k8s.io/kubernetes
 #                        v1.37.2), etcd (v3.7.3), cfssl/cfssljson (v1.6.5);
-#                        skipped while the stamp of its inputs is unchanged
+#                        skipped while the stamp of its inputs is unchanged;
+#                        then node-problem-detector (v1.35.2), a step with a
+#                        stamp of its own (test/k8s/build-npd.sh)
 #   make test-k8s        test/k8s/k8s.bats on patched CRI-O, then on patched
 #                        containerd: a single-node cluster on loopback, the
 #                        plugin as the DaemonSet of contrib/kubernetes with the
@@ -26,6 +28,7 @@ export K8S_RESULTS
 
 k8s:
 	nice -n 10 bash test/k8s/build.sh
+	nice -n 10 bash test/k8s/build-npd.sh
 
 test-k8s: test-k8s-crio test-k8s-containerd
 

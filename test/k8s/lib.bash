@@ -60,6 +60,23 @@ DS_NAME=device-injector
 REFUSAL_RE="required NRI plugin \"$POLICY_KEY\""
 # The env var nri-faulty puts into every container it acts on.
 INJECTION=NRI_FAULTY_ACTED=device-injector
+# The two-plugin variant (contrib/kubernetes/two-plugins): a second
+# required plugin, nri-faulty registering as ulimit-adjuster, index 20,
+# injecting under keys of its own.
+TWO_PLUGINS=$K8S_CONTRIB/two-plugins
+DS2_NAME=ulimit-adjuster
+DS2_MANIFEST=$TWO_PLUGINS/ulimit-adjuster-daemonset.yaml
+POLICY_KEY2=20-ulimit-adjuster
+PLUGIN2_IMAGE=localhost/nri-faulty-ulimit:k8s-test
+INJECTION2=NRI_FAULTY_ACTED_2=ulimit-adjuster
+# node-problem-detector's custom plugin monitor config of contrib/kubernetes/npd
+# (nri-npd-check, condition NRIPluginsNotReady); the test runs it with its
+# check period cut to NPD_INTERVAL (production: 10s) and asserts the Node
+# condition follows the plugin within NPD_INTERVAL + 2 s.
+NPD_CONFIG_CRIO=$K8S_CONTRIB/npd/nri-plugins-monitor.json
+NPD_CONFIG_CONTAINERD=$K8S_CONTRIB/npd/nri-plugins-monitor-containerd.json
+NPD_CONDITION=NRIPluginsNotReady
+NPD_INTERVAL=1
 # The sysctls the kubelet (setupKernelTunables) and the CNI bridge plugin
 # (isGateway) write; k8s_down restores each that changed.
 K8S_SYSCTLS="vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys
@@ -120,7 +137,7 @@ k8s_up() {
 	done
 	host_snapshot >"$K8S_WORK/host.before"
 	log "work directory $K8S_WORK ($K8S_RUNTIME)"
-	k8s_mountns && k8s_images && runtime_start && k8s_control_plane && kubelet_start || {
+	k8s_mountns && k8s_images && runtime_start && k8s_control_plane && kubelet_start && node_watch_start && npd_start || {
 		local rc=$?
 		echo "k8s_up failed; logs in $K8S_WORK/logs" >&2
 		tail -20 "$K8S_WORK"/logs/*.log >&2 2>/dev/null
@@ -160,28 +177,36 @@ k8s_images() {
 	"$REPO_ROOT/hack/make-test-image.sh" "$d/busybox.tar" "$TEST_IMAGE_NAME" >/dev/null || return
 	CGO_ENABLED=0 go build -trimpath -o "$d/nri-faulty" "$REPO_ROOT/contrib/plugins/nri-faulty" || return
 	"$REPO_ROOT/test/k8s/make-plugin-image.sh" "$d/plugin.tar" "$PLUGIN_IMAGE" "$d/nri-faulty" "$d/busybox.tar" >/dev/null || return
+	PLUGIN_NAME=$DS2_NAME PLUGIN_ARGS="--acted-env ${INJECTION2%%=*} --acted-annotation nri-faulty.nrigate.io/acted-2" \
+		"$REPO_ROOT/test/k8s/make-plugin-image.sh" "$d/plugin2.tar" "$PLUGIN2_IMAGE" "$d/nri-faulty" "$d/busybox.tar" >/dev/null || return
 	go build -o "$K8S_WORK/cristatus" "$REPO_ROOT/test/k8s/cristatus" || return
+	CGO_ENABLED=0 go build -trimpath -o "$K8S_WORK/nri-npd-check" "$REPO_ROOT/tools/nri-npd-check" || return
 	if [[ $K8S_RUNTIME == containerd ]]; then
 		TEST_IMAGE_ARCHIVE=$d/busybox.tar "$REPO_ROOT/contrib/containerd/containerd-test-images.sh" \
 			"$d/containerd-images.tar" "$TEST_IMAGE_NAME" "$CONTAINERD_PAUSE_IMAGE" >/dev/null || return
 	fi
 }
 
-# runtime_config: the runtime's private config with the shipped policy
-# drop-in (POLICY_FILE, default the file of contrib/kubernetes). Sets
-# CRI_SOCK, NRI_SOCK, CNI_BRIDGE, METRICS_URL, METRIC_DECISIONS.
+# runtime_config POLICY_FILE [MORE_DROPINS...]: the runtime's private
+# config with the policy drop-in (the shipped one of contrib/kubernetes, or a
+# variant) and, after it, more drop-ins (the two-plugin variant's); the
+# drop-ins of an earlier call are removed. Sets CRI_SOCK, NRI_SOCK,
+# CNI_BRIDGE, METRICS_URL, METRIC_DECISIONS.
 runtime_config() {
-	local policy=$1 out
+	local policy=$1 out f
+	shift
 	NRI_SOCK=$K8S_WORK/nri/nri.sock
 	local port=19191
 	case $K8S_RUNTIME in
 	crio)
 		CRI_SOCK=$K8S_WORK/crio/crio.sock
+		rm -rf "$K8S_WORK/crio/crio.conf.d"
 		out=$(CRIO_BINDIR=$RUNTIME_BINDIR CRI_SOCK=$CRI_SOCK NRI_SOCK=$NRI_SOCK PAUSE_IMAGE=$CRIO_PAUSE_IMAGE \
 			CRIO_METRICS_PORT=$port "$REPO_ROOT/contrib/cri-o/crio-test-config.sh" "$K8S_WORK/crio" "$policy") || return
 		CRIO_CONFIG=$(sed -n 's/^CRIO_CONFIG=//p' <<<"$out")
 		CRIO_CONFIG_DIR=$(sed -n 's/^CRIO_CONFIG_DIR=//p' <<<"$out")
 		CNI_BRIDGE=$(sed -n 's/^CRIO_CNI_BRIDGE=//p' <<<"$out")
+		for f in "$@"; do cp "$f" "$CRIO_CONFIG_DIR/"; done
 		METRICS_URL=http://127.0.0.1:$port/metrics
 		METRIC_DECISIONS=container_runtime_crio_nri_policy_decisions_total
 		;;
@@ -197,7 +222,7 @@ runtime_config() {
 		# drop-ins from (/etc/containerd/conf.d/*.toml), here a private
 		# directory: the one line an operator's config.toml has too.
 		rm -rf "$d/conf.d" && mkdir -p "$d/conf.d"
-		cp "$policy" "$d/conf.d/"
+		cp "$policy" "$@" "$d/conf.d/"
 		sed -i "1a imports = [\"$d/conf.d/*.toml\"]" "$CONTAINERD_CONFIG"
 		METRICS_URL=http://127.0.0.1:$port/v1/metrics
 		METRIC_DECISIONS=containerd_nri_policy_decisions_total
@@ -206,20 +231,21 @@ runtime_config() {
 	export CRI_SOCK NRI_SOCK CNI_BRIDGE METRICS_URL METRIC_DECISIONS CRIO_CONFIG CRIO_CONFIG_DIR CONTAINERD_CONFIG
 }
 
-# runtime_start [POLICY_FILE]: configure (first time, or a new policy) and
-# start the runtime in the private mount namespace; RUNTIME_PID.
+# runtime_start [POLICY_FILE [MORE_DROPINS...]]: configure (first time, or
+# a new policy) and start the runtime in the private mount namespace;
+# RUNTIME_PID. Without arguments: the shipped drop-in alone.
 runtime_start() {
 	local policy=${1:-}
 	if [[ -z $policy ]]; then
 		policy=$(runtime_dropin)
 	fi
-	runtime_config "$policy" || return
+	runtime_config "$policy" "${@:2}" || return
 	case $K8S_RUNTIME in
 	crio)
 		if [[ ! -f $K8S_WORK/crio/imported ]]; then
 			# copyimg writes CRI-O's store directly, before CRI-O starts.
 			local img
-			for img in "busybox.tar $TEST_IMAGE_NAME $CRIO_PAUSE_IMAGE" "plugin.tar $PLUGIN_IMAGE"; do
+			for img in "busybox.tar $TEST_IMAGE_NAME $CRIO_PAUSE_IMAGE" "plugin.tar $PLUGIN_IMAGE" "plugin2.tar $PLUGIN2_IMAGE"; do
 				set -- $img
 				in_ns env CRIO_BINDIR="$RUNTIME_BINDIR" "$REPO_ROOT/contrib/cri-o/crio-import-image.sh" \
 					"$K8S_WORK/crio" "$K8S_WORK/images/$1" "${@:2}" >>"$K8S_WORK/logs/import.log" 2>&1 ||
@@ -248,22 +274,26 @@ runtime_start() {
 	kill -0 "$RUNTIME_PID" 2>/dev/null || { echo "runtime exited:" >&2; tail -5 "$K8S_WORK/logs/runtime.log" >&2; return 1; }
 	if [[ $K8S_RUNTIME == containerd && ! -f $K8S_WORK/containerd/imported ]]; then
 		local a
-		for a in containerd-images.tar plugin.tar; do
+		for a in containerd-images.tar plugin.tar plugin2.tar; do
 			ctr --address "$CRI_SOCK" -n k8s.io images import "$K8S_WORK/images/$a" >>"$K8S_WORK/logs/import.log" 2>&1 ||
 				{ cat "$K8S_WORK/logs/import.log" >&2; return 1; }
 		done
 		touch "$K8S_WORK/containerd/imported"
 	fi
-	# The CRI Status watcher: every change of NetworkReady, time-stamped.
+	# The CRI Status watchers: every change of NetworkReady and of
+	# NRIPluginsReady, time-stamped.
 	"$K8S_WORK/cristatus" -endpoint "unix://$CRI_SOCK" >>"$K8S_WORK/logs/networkready.log" 2>&1 &
 	echo $! >"$K8S_WORK/cristatus.pid"
+	"$K8S_WORK/cristatus" -endpoint "unix://$CRI_SOCK" -condition NRIPluginsReady >>"$K8S_WORK/logs/nripluginsready.log" 2>&1 &
+	echo $! >>"$K8S_WORK/cristatus.pid"
 }
 
 # runtime_stop: SIGTERM the runtime (containers keep running: conmon and the
 # shims outlive it, as with a systemd restart) and wait for it to exit.
 runtime_stop() {
 	local pid
-	pid=$(cat "$K8S_WORK/cristatus.pid" 2>/dev/null) && kill "$pid" 2>/dev/null || true
+	for pid in $(cat "$K8S_WORK/cristatus.pid" 2>/dev/null); do kill "$pid" 2>/dev/null || true; done
+	rm -f "$K8S_WORK/cristatus.pid"
 	pid=$(cat "$K8S_WORK/runtime.pid" 2>/dev/null) || return 0
 	kill -TERM "$pid" 2>/dev/null || return 0
 	local i
@@ -355,7 +385,7 @@ kubelet_start() {
 	YAML
 	nsenter -t "$NS_PID" -m -- "$K8S_BIN/kubelet" --config "$d/config.yaml" --kubeconfig "$d/kubelet.kubeconfig" \
 		--hostname-override "$NODE" --root-dir "$d/root" --cert-dir "$d/pki" --v=2 \
-		>"$K8S_WORK/logs/kubelet.log" 2>&1 &
+		>>"$K8S_WORK/logs/kubelet.log" 2>&1 &
 	KUBELET_PID=$!
 	echo "$KUBELET_PID" >"$K8S_WORK/kubelet.pid"
 	export KUBELET_PID CGROUP_ROOT
@@ -365,6 +395,174 @@ kubelet_start() {
 		return 1
 	}
 }
+
+# kubelet_stop: SIGTERM the kubelet, as systemd stops it, and wait for it
+# to exit (the pods' containers keep running).
+kubelet_stop() {
+	local pid i
+	pid=$(cat "$K8S_WORK/kubelet.pid" 2>/dev/null) || return 0
+	kill -TERM "$pid" 2>/dev/null || return 0
+	for i in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+	kill -KILL "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	! curl -sf http://127.0.0.1:10248/healthz >/dev/null 2>&1 || { echo "kubelet_stop: the kubelet still answers" >&2; return 1; }
+}
+
+# pods_kill: what a reboot does to the pods: SIGKILL to every process in
+# the pods' cgroups (under the kubelet's cgroupRoot: the containers, and
+# CRI-O's conmon, which runs in the pod's cgroup), until none is left.
+# Prints how many processes it killed.
+pods_kill() {
+	local h pids n=0 round p
+	for round in $(seq 100); do
+		pids=$(for h in /sys/fs/cgroup/*/; do
+			[[ -d $h${CGROUP_ROOT#/} ]] && find "$h${CGROUP_ROOT#/}" -name cgroup.procs -exec cat {} + 2>/dev/null
+		done | sort -u)
+		[[ -n $pids ]] || { echo "$n"; return 0; }
+		for p in $pids; do kill -KILL "$p" 2>/dev/null && n=$((n + 1)); done
+		sleep 0.05
+	done
+	echo "pods_kill: processes left in $CGROUP_ROOT" >&2
+	return 1
+}
+
+# --- node-problem-detector ---------------------------------------------------
+
+# npd_config: the custom plugin monitor config of contrib/kubernetes/npd for
+# K8S_RUNTIME as the test runs it, in K8S_WORK/npd/. Four substitutions,
+# each checked against the shipped value: invoke_interval (NPD_INTERVAL
+# seconds), the check's path (the nri-npd-check k8s_images built), the
+# runtime endpoint (the runtime's private socket) and the went-down state
+# file (private). The CRI-O and containerd configs must differ in the
+# endpoint only.
+npd_config() {
+	local shipped ep out=$K8S_WORK/npd/nri-plugins-monitor.json
+	mkdir -p "$K8S_WORK/npd"
+	case $K8S_RUNTIME in
+	crio) shipped=$NPD_CONFIG_CRIO ep=unix:///var/run/crio/crio.sock ;;
+	containerd) shipped=$NPD_CONFIG_CONTAINERD ep=unix:///run/containerd/containerd.sock ;;
+	esac
+	diff <(jq -S . "$NPD_CONFIG_CRIO" | sed 's|unix:///var/run/crio/crio.sock|ENDPOINT|') \
+		<(jq -S . "$NPD_CONFIG_CONTAINERD" | sed 's|unix:///run/containerd/containerd.sock|ENDPOINT|') >&2 ||
+		{ echo "npd_config: the CRI-O and containerd configs differ in more than the endpoint" >&2; return 1; }
+	jq -e --arg ep "$ep" '(.rules | length) as $n | $n == 2 and ([.rules[].args[] | select(. == $ep)] | length) == $n and
+		([.rules[].args[] | select(endswith("/went-down.json"))] | length) == 1 and
+		([.rules[].path] | unique | length) == 1 and .pluginConfig.invoke_interval != null' "$shipped" >/dev/null ||
+		{ echo "npd_config: $shipped: not the 2 rules on $ep with one went-down state file expected" >&2; return 1; }
+	jq --arg ep "unix://$CRI_SOCK" --arg ck "$K8S_WORK/nri-npd-check" --arg st "$K8S_WORK/npd/state/went-down.json" \
+		--arg iv "${NPD_INTERVAL}s" --arg old "$ep" '
+		.pluginConfig.invoke_interval = $iv | .rules[].path = $ck |
+		.rules[].args |= map(if . == $old then $ep elif endswith("/went-down.json") then $st else . end)' \
+		"$shipped" >"$out" || return
+	echo "$out"
+}
+
+# npd_start: node-problem-detector v1.35.2 (make k8s) in standalone mode
+# on the host, as its systemd unit runs it: the custom plugin monitor
+# config of npd_config only, the kubelet's credentials (a node may patch
+# its own Node's status and create events), the node's name. Where NPD
+# could not be built (build/k8s/npd-unavailable), the stand-in
+# test/k8s/npd-standin.bash with the same arguments. NPD_IMPL says which.
+npd_start() {
+	local cfg bin
+	cfg=$(npd_config) || return
+	if [[ -x $K8S_BIN/node-problem-detector ]]; then
+		bin=$K8S_BIN/node-problem-detector
+		NPD_IMPL="node-problem-detector $("$bin" --version 2>/dev/null)"
+	else
+		[[ -z ${CI:-} || -f $K8S_BIN/../npd-unavailable ]] ||
+			{ echo "no node-problem-detector in $K8S_BIN and no build/k8s/npd-unavailable: run make k8s" >&2; return 1; }
+		bin=$REPO_ROOT/test/k8s/npd-standin.bash
+		NPD_IMPL="test/k8s/npd-standin.bash (node-problem-detector not built: $(cat "$K8S_BIN/../npd-unavailable" 2>/dev/null || echo "no binary"))"
+	fi
+	export NPD_IMPL
+	NPD_STANDIN_STDERR=$K8S_WORK/logs/npd-checks.log "$bin" --config.custom-plugin-monitor="$cfg" \
+		--hostname-override="$NODE" \
+		--apiserver-override="https://127.0.0.1:6443?inClusterConfig=false&auth=$K8S_WORK/kubelet/kubelet.kubeconfig" \
+		--port=0 --prometheus-port=0 --logtostderr --v=2 >>"$K8S_WORK/logs/npd.log" 2>&1 &
+	echo $! >"$K8S_WORK/npd.pid"
+	# Up when the condition is on the Node (the initial status, or the
+	# first check's).
+	kc wait --for=jsonpath="{.status.conditions[?(@.type==\"$NPD_CONDITION\")].type}"="$NPD_CONDITION" "node/$NODE" \
+		--timeout=60s >/dev/null || { echo "node-problem-detector did not set $NPD_CONDITION:" >&2; tail -20 "$K8S_WORK/logs/npd.log" >&2; return 1; }
+}
+
+npd_stop() {
+	local pid i
+	pid=$(cat "$K8S_WORK/npd.pid" 2>/dev/null) || return 0
+	kill -TERM "$pid" 2>/dev/null || return 0
+	for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+	kill -KILL "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+}
+
+# node_watch_start: a watch of our Node (kubectl get -w) that appends, for
+# every update, the receive time (epoch) and the Ready and NPD conditions to
+# K8S_WORK/logs/node-conditions.jsonl, for node_cond_first and
+# node_cond_count. Restarted if the API server ends the watch.
+node_watch_start() {
+	(
+		while :; do
+			kubectl --kubeconfig "$KUBECONFIG" get node "$NODE" -w -o json 2>/dev/null |
+				jq --unbuffered -c --arg c "$NPD_CONDITION" '{t: now, c: [.status.conditions[]? |
+					select(.type == "Ready" or .type == $c) | {type, status, reason, message, lastTransitionTime}]}'
+			sleep 0.2
+		done
+	) >>"$K8S_WORK/logs/node-conditions.jsonl" 2>/dev/null &
+	echo $! >"$K8S_WORK/node-watch.pid"
+}
+
+# node_cond_first TYPE STATUS AFTER [SECONDS]: the receive time (epoch) of
+# the first Node update at or after AFTER (epoch) in which condition TYPE
+# has STATUS, waiting up to SECONDS (default 120) for the watch to bring it.
+node_cond_first() {
+	local deadline=$((SECONDS + ${4:-120})) t
+	while :; do
+		t=$(jq -r --arg ty "$1" --arg st "$2" --argjson a "$3" \
+			'select(.t >= $a and any(.c[]; .type == $ty and .status == $st)) | .t' \
+			"$K8S_WORK/logs/node-conditions.jsonl" 2>/dev/null | head -1)
+		[[ -n $t ]] && { echo "$t"; return 0; }
+		((SECONDS < deadline)) || return 1
+		sleep 0.1
+	done
+}
+
+# node_wait_condition TYPE STATUS [TIMEOUT]: the Node's condition TYPE is
+# (or becomes, through a watch) STATUS.
+node_wait_condition() {
+	kc wait --for=jsonpath="{.status.conditions[?(@.type==\"$1\")].status}"="$2" "node/$NODE" --timeout="${3:-60s}" >/dev/null
+}
+
+# node_cond_count TYPE STATUS FROM TO: how many Node updates received
+# between FROM and TO (epochs) had condition TYPE with STATUS.
+node_cond_count() {
+	jq -s --arg ty "$1" --arg st "$2" --argjson a "$3" --argjson b "$4" \
+		'[.[] | select(.t >= $a and .t <= $b and any(.c[]; .type == $ty and .status == $st))] | length' \
+		"$K8S_WORK/logs/node-conditions.jsonl"
+}
+
+# node_condition TYPE FIELD: a field (status, reason, message,
+# lastTransitionTime) of the Node's condition TYPE.
+node_condition() {
+	kc get node "$NODE" -o json | jq -r --arg t "$1" --arg f "$2" '.status.conditions[] | select(.type == $t) | .[$f]'
+}
+
+# describe_node_conditions: the Conditions section of kubectl describe
+# node, as an operator reads it, without the heartbeat column's churn.
+describe_node_conditions() {
+	kc describe node "$NODE" | sed -n '/^Conditions:/,/^Addresses:/p' | sed '$d'
+}
+
+# node_events REASON_REGEX: the events about our Node whose reason matches,
+# as "TYPE REASON: MESSAGE" lines, oldest first.
+node_events() {
+	kc get events -A -o json --field-selector "involvedObject.kind=Node,involvedObject.name=$NODE" |
+		jq -r --arg re "$1" '.items | sort_by(.lastTimestamp // .eventTime) | .[] | select(.reason | test($re)) |
+			"\(.type) \(.reason): \(.message)"'
+}
+
+# ms A B: (B - A) in milliseconds, no decimals.
+ms() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f", (b - a) * 1000 }'; }
 
 # --- tear-down --------------------------------------------------------------
 
@@ -376,6 +574,8 @@ k8s_down() {
 	local pid
 	pid=$(cat "$K8S_WORK/kubelet.pid" 2>/dev/null) && kill -TERM "$pid" 2>/dev/null
 	pid=$(cat "$K8S_WORK/outage-heartbeat.pid" 2>/dev/null) && kill "$pid" 2>/dev/null || true
+	pid=$(cat "$K8S_WORK/node-watch.pid" 2>/dev/null) && kill "$pid" 2>/dev/null || true
+	npd_stop
 	if [[ -n ${CRI_SOCK:-} && -S $CRI_SOCK ]] && crictl_k info >/dev/null 2>&1; then
 		local c
 		for c in $(crictl_k ps -q 2>/dev/null); do crictl_k stop -t 0 "$c" >/dev/null 2>&1; done
@@ -453,47 +653,58 @@ k8s_restore_sysctls() {
 #    sets oom_score_adj -997, which runc cannot apply on these VMs (no
 #    CAP_SYS_RESOURCE in the bounding set). Keep it on a real node.
 ds_manifest() {
-	local f=$K8S_WORK/daemonset.yaml n
-	sed -e "s|^\(\s*image:\s*\).*$|\1$PLUGIN_IMAGE|" \
+	local src=${1:-$DAEMONSET_MANIFEST} img=${2:-$PLUGIN_IMAGE} n f
+	f=$K8S_WORK/$(basename "$src")
+	sed -e "s|^\(\s*image:\s*\).*$|\1$img|" \
 		-e "s|^\(\s*path:\s*\)/var/run/nri\s*$|\1$K8S_WORK/nri|" \
-		-e '/^\s*priorityClassName:\s*system-node-critical\s*$/d' "$DAEMONSET_MANIFEST" >"$f"
-	n=$(diff "$DAEMONSET_MANIFEST" "$f" | grep -c '^<')
-	[[ $n == 3 ]] || { echo "ds_manifest: expected 3 substituted lines in $DAEMONSET_MANIFEST, got $n" >&2; return 1; }
+		-e '/^\s*priorityClassName:\s*system-node-critical\s*$/d' "$src" >"$f"
+	n=$(diff "$src" "$f" | grep -c '^<')
+	[[ $n == 3 ]] || { echo "ds_manifest: expected 3 substituted lines in $src, got $n" >&2; return 1; }
 	echo "$f"
 }
 
+# The DaemonSet helpers take the DaemonSet's name (its pods' label
+# app.kubernetes.io/name): DS_NAME (default) or DS2_NAME, the two-plugin
+# variant's, whose manifest and image ds_apply knows.
 ds_apply() {
 	local f
-	f=$(ds_manifest) || return
+	case ${1:-$DS_NAME} in
+	"$DS_NAME") f=$(ds_manifest) ;;
+	"$DS2_NAME") f=$(ds_manifest "$DS2_MANIFEST" "$PLUGIN2_IMAGE") ;;
+	esac || return
 	kc apply -f "$f" >/dev/null
 }
 
-# ds_delete: the DaemonSet gone and its pod with it (the plugin absent).
+# ds_delete [NAME]: the DaemonSet gone and its pod with it (the plugin absent).
 ds_delete() {
-	kc -n "$DS_NS" delete ds "$DS_NAME" --ignore-not-found --wait=true >/dev/null || return
-	kc -n "$DS_NS" wait --for=delete pod -l app.kubernetes.io/name=device-injector --timeout=60s >/dev/null 2>&1 || true
+	local ds=${1:-$DS_NAME}
+	kc -n "$DS_NS" delete ds "$ds" --ignore-not-found --wait=true >/dev/null || return
+	kc -n "$DS_NS" wait --for=delete pod -l app.kubernetes.io/name="$ds" --timeout=60s >/dev/null 2>&1 || true
 }
 
-# ds_pod: the name of the DaemonSet's pod on our node.
+# ds_pod [NAME]: the name of the DaemonSet's pod on our node.
 ds_pod() {
-	kc -n "$DS_NS" get pods -l app.kubernetes.io/name=device-injector --field-selector "spec.nodeName=$NODE" -o json |
+	kc -n "$DS_NS" get pods -l app.kubernetes.io/name="${1:-$DS_NAME}" --field-selector "spec.nodeName=$NODE" -o json |
 		jq -r '[.items[] | select(.metadata.deletionTimestamp == null) | .metadata.name][0] // empty'
 }
 
-# ds_wait_ready [TIMEOUT]: the DaemonSet's pod on our node Ready.
+# ds_wait_ready [TIMEOUT [NAME]]: the DaemonSet's pod on our node Ready.
 ds_wait_ready() {
-	local t=${1:-120s} deadline=$((SECONDS + 120)) p
-	until p=$(ds_pod) && [[ -n $p ]]; do
+	local t=${1:-120s} ds=${2:-$DS_NAME} deadline=$((SECONDS + 120)) p
+	until p=$(ds_pod "$ds") && [[ -n $p ]]; do
 		((SECONDS < deadline)) || return 1
-		kc -n "$DS_NS" wait --for=create pod -l app.kubernetes.io/name=device-injector --timeout=5s >/dev/null 2>&1 || true
+		kc -n "$DS_NS" wait --for=create pod -l app.kubernetes.io/name="$ds" --timeout=5s >/dev/null 2>&1 || true
 	done
 	kc -n "$DS_NS" wait --for=condition=Ready "pod/$p" --timeout="$t" >/dev/null
 }
 
-# plugin_ready_times: the "ready <RFC3339>" lines the plugin prints on
-# stdout after each Synchronize, from its containers' logs (all restarts).
+# plugin_ready_times [NAME]: the "ready <RFC3339>" lines the plugin of
+# DaemonSet NAME prints on stdout after each Synchronize, from its
+# containers' logs (all restarts; the kubelet's log directories are
+# NAMESPACE_POD_UID, and a DaemonSet's pods are named NAME-xxxxx).
 plugin_ready_times() {
-	cat "$K8S_WORK"/pod-logs/${DS_NS}_*/plugin/*.log 2>/dev/null | awk '$2 == "stdout" && $4 == "ready" { print $5 }' | sort
+	cat "$K8S_WORK"/pod-logs/${DS_NS}_${1:-$DS_NAME}-*/plugin/*.log 2>/dev/null |
+		awk '$2 == "stdout" && $4 == "ready" { print $5 }' | sort
 }
 
 # plugin_pid: the host pid of the running plugin process.
@@ -513,17 +724,22 @@ node_wait_notready() {
 }
 node_ready_message() { kc get node "$NODE" -o jsonpath='{.status.conditions[?(@.type=="Ready")].message}'; }
 
-# networkready_true_after EPOCH: the first time (epoch) the runtime's CRI
-# Status reported NetworkReady=true at or after EPOCH (cristatus' log).
-networkready_true_after() {
+# cristatus_first LOG STATE EPOCH: the first time (epoch) a cristatus log
+# (networkready.log, nripluginsready.log) recorded STATE ("NetworkReady=true",
+# "NRIPluginsReady=false") at or after EPOCH.
+cristatus_first() {
 	local line t
 	while read -r line; do
-		[[ $line == *" NetworkReady=true "* ]] || continue
+		[[ $line == *" $2 "* ]] || continue
 		t=$(rfc_epoch "${line%% *}")
-		awk -v a="$t" -v b="$1" 'BEGIN { exit !(a >= b) }' && { echo "$t"; return 0; }
-	done <"$K8S_WORK/logs/networkready.log"
+		awk -v a="$t" -v b="$3" 'BEGIN { exit !(a >= b) }' && { echo "$t"; return 0; }
+	done <"$K8S_WORK/logs/$1"
 	return 1
 }
+
+# networkready_true_after EPOCH: the first time (epoch) the runtime's CRI
+# Status reported NetworkReady=true at or after EPOCH.
+networkready_true_after() { cristatus_first networkready.log NetworkReady=true "$1"; }
 
 # --- workloads --------------------------------------------------------------
 
@@ -577,19 +793,20 @@ last_running_epoch() {
 	[[ -n $t ]] && rfc_epoch "$t"
 }
 
-# check_injection NS SELECTOR: for every container of every matching pod,
+# check_injection NS SELECTOR [INJECTION]: for every container of every
+# matching pod,
 # its environment through crictl exec (kubectl exec needs a node address,
 # which a kubelet on 127.0.0.1 does not get). Prints "PODS MISSING" where
 # MISSING counts containers without the plugin's injection; lists them on
 # stderr.
 check_injection() {
-	local ns=$1 sel=$2 pods=0 missing=0 id pod
+	local ns=$1 sel=$2 inj=${3:-$INJECTION} pods=0 missing=0 id pod
 	while read -r pod id; do
 		[[ -n $id ]] || continue
 		pods=$((pods + 1))
-		if ! crictl_k exec "${id#*://}" env 2>/dev/null | grep -qx "$INJECTION"; then
+		if ! crictl_k exec "${id#*://}" env 2>/dev/null | grep -qx "$inj"; then
 			missing=$((missing + 1))
-			echo "container of $ns/$pod ($id) without $INJECTION" >&2
+			echo "container of $ns/$pod ($id) without $inj" >&2
 		fi
 	done < <(kc -n "$ns" get pods -l "$sel" -o json |
 		jq -r '.items[] | .metadata.name as $p | .status.containerStatuses[]? | "\($p) \(.containerID // "")"')
@@ -706,15 +923,42 @@ runtime_dropin() {
 	case $K8S_RUNTIME in crio) echo "$CRIO_DROPIN" ;; containerd) echo "$CONTAINERD_DROPIN" ;; esac
 }
 
-# plugin_ready_after EPOCH [SECONDS]: the first "ready" time the plugin
-# printed after EPOCH (RFC 3339), waiting for it to appear in the
+# runtime_dropin2: the two-plugin variant's second drop-in of K8S_RUNTIME.
+runtime_dropin2() {
+	case $K8S_RUNTIME in
+	crio) echo "$TWO_PLUGINS/crio.conf.d/21-ulimit-adjuster.conf" ;;
+	containerd) echo "$TWO_PLUGINS/containerd.conf.d/21-ulimit-adjuster.toml" ;;
+	esac
+}
+
+# dropin_variant NAME KEY=VALUE...: the shipped drop-in with each KEY's
+# value replaced (KEY = "x" lines, in either runtime's spelling), written to
+# K8S_WORK/NAME-<file>; each KEY must be on exactly one line. Prints the
+# file's path.
+dropin_variant() {
+	local src out kv k n
+	src=$(runtime_dropin)
+	out=$K8S_WORK/$1-$(basename "$src")
+	shift
+	cp "$src" "$out"
+	for kv in "$@"; do
+		k=${kv%%=*}
+		n=$(grep -c "^\s*$k\s*=" "$src")
+		[[ $n == 1 ]] || { echo "dropin_variant: $k is on $n lines of $src, want 1" >&2; return 1; }
+		sed -i "s|^\(\s*$k\s*=\s*\).*$|\1${kv#*=}|" "$out"
+	done
+	echo "$out"
+}
+
+# plugin_ready_after EPOCH [SECONDS [NAME]]: the first "ready" time the
+# plugin (of DaemonSet NAME, default DS_NAME) printed after EPOCH (RFC 3339), waiting for it to appear in the
 # container's log (the pod turns Ready when the container starts, before
 # the plugin has registered and synchronized).
 plugin_ready_after() {
 	local after deadline=$((SECONDS + ${2:-120})) t
 	after=$(date -u -d "@$1" +%Y-%m-%dT%H:%M:%S.%NZ)
 	while :; do
-		t=$(plugin_ready_times | awk -v t="$after" '$1 > t' | head -1)
+		t=$(plugin_ready_times "${3:-$DS_NAME}" | awk -v t="$after" '$1 > t' | head -1)
 		[[ -n $t ]] && { echo "$t"; return 0; }
 		((SECONDS < deadline)) || return 1
 		sleep 0.1

@@ -7,7 +7,9 @@
 # layer holding PLUGIN_BINARY (a static nri-faulty) as /usr/bin/nri-faulty.
 # Its entrypoint registers the plugin under the name the shipped policy
 # drop-ins require (device-injector); the DaemonSet's args (-idx 10
-# -verbose) follow it unchanged. index.json names the image NAME
+# -verbose) follow it unchanged. PLUGIN_NAME (default device-injector) and
+# PLUGIN_ARGS (more arguments of the entrypoint, space-separated) make the
+# image of another plugin. index.json names the image NAME
 # (org.opencontainers.image.ref.name), which `ctr images import` uses;
 # CRI-O's copyimg is told the name.
 set -euo pipefail
@@ -17,6 +19,7 @@ name=${2:?image name}
 bin=${3:?plugin binary}
 base=${4:?busybox archive}
 PLUGIN_NAME=${PLUGIN_NAME:-device-injector}
+PLUGIN_ARGS=${PLUGIN_ARGS:-}
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -38,9 +41,9 @@ put() {
 read -r ld ls < <(put "$work/layer.tar")
 m=$(jq -r '.manifests[0].digest | sub("sha256:"; "")' "$work/l/index.json")
 cfg=$(jq -r '.config.digest | sub("sha256:"; "")' "$work/l/blobs/sha256/$m")
-jq -c --arg diff "$ld" --arg n "$PLUGIN_NAME" '
+jq -c --arg diff "$ld" --arg n "$PLUGIN_NAME" --arg a "$PLUGIN_ARGS" '
 	.rootfs.diff_ids += [$diff] |
-	.config.Entrypoint = ["/usr/bin/nri-faulty", "--name", $n] | .config.Cmd = [] |
+	.config.Entrypoint = ["/usr/bin/nri-faulty", "--name", $n] + ($a | split(" ") | map(select(. != ""))) | .config.Cmd = [] |
 	.history += [{created_by: "test/k8s/make-plugin-image.sh"}]' \
 	"$work/l/blobs/sha256/$cfg" >"$work/config.json"
 read -r cd cs < <(put "$work/config.json")

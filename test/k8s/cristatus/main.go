@@ -20,9 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	runtime "k8s.io/cri-api/pkg/apis/runtime/v1"
+	"github.com/nrigate/nrigate/internal/cristatus"
 )
 
 func main() {
@@ -36,26 +34,23 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	conn, err := grpc.NewClient(*endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	client, err := cristatus.Dial(*endpoint)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cristatus:", err)
 		os.Exit(1)
 	}
-	defer conn.Close()
-	client := runtime.NewRuntimeServiceClient(conn)
+	defer client.Close()
 	last := ""
 	for ctx.Err() == nil {
 		state := "unreachable"
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		resp, err := client.Status(cctx, &runtime.StatusRequest{})
+		resp, err := client.Status(cctx, false)
 		cancel()
 		if err == nil {
 			state = *cond + "=absent"
-			for _, c := range resp.GetStatus().GetConditions() {
-				if c.GetType() == *cond {
-					state = fmt.Sprintf("%s=%t reason=%s message=%s", c.GetType(), c.GetStatus(), c.GetReason(),
-						strings.ReplaceAll(c.GetMessage(), "\n", " "))
-				}
+			if c := cristatus.Condition(resp, *cond); c != nil {
+				state = fmt.Sprintf("%s=%t reason=%s message=%s", c.GetType(), c.GetStatus(), c.GetReason(),
+					strings.ReplaceAll(c.GetMessage(), "\n", " "))
 			}
 		}
 		if state != last {

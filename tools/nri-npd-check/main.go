@@ -1,0 +1,311 @@
+// Command nri-npd-check is a node-problem-detector custom plugin (NPD's
+// custom plugin monitor) that puts the readiness of a node's required NRI
+// plugins on the Node object. It asks the container runtime's CRI Status
+// (verbose) over the runtime's socket, as crictl does, and reads the
+// NRIPluginsReady condition and the "nri" entry that patched CRI-O and
+// containerd report. It speaks NPD's protocol: one line on stdout (the
+// message, at most --max-output-length bytes, NPD's max_output_length) and
+// the exit code
+//
+//	0  OK       (condition False: no problem)
+//	1  NonOK    (condition True: a problem)
+//	2  Unknown  (the runtime could not be asked, or its answer is malformed)
+//
+// --mode condition (default), for NPD's permanent rule (condition
+// NRIPluginsNotReady): 1 while a required plugin is not ready, naming each
+// such plugin and its state ("10-device-injector not registered"); 0 when
+// all are ready, or when the runtime requires none (no NRIPluginsReady
+// condition: no policy, or an unpatched runtime); 2 when the socket is
+// missing, the runtime does not answer within --timeout (keep it below the
+// rule's timeout, so that NPD does not kill the check first) or its
+// verbose "nri" entry cannot be decoded.
+//
+// --mode went-down --state-file FILE, for NPD's temporary rule (an event):
+// 1 when a required plugin that was ready at the previous run (recorded in
+// FILE) is not ready now, naming it; 0 otherwise, also when the runtime
+// cannot be asked (the condition reports that; an event on every run would
+// be noise). The first run only records.
+//
+// Details of a failure go to stderr, which NPD logs.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nrigate/nrigate/internal/cristatus"
+)
+
+// NPD's custom plugin exit codes.
+const (
+	exitOK      = 0
+	exitNonOK   = 1
+	exitUnknown = 2
+)
+
+const (
+	modeCondition = "condition"
+	modeWentDown  = "went-down"
+)
+
+// defaultMaxOutput is NPD's default max_output_length: NPD cuts longer
+// messages there.
+const defaultMaxOutput = 80
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+type options struct {
+	endpoint  string
+	timeout   time.Duration
+	maxOutput int
+	mode      string
+	stateFile string
+}
+
+// run is the program; it returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o options
+	fs := flag.NewFlagSet("nri-npd-check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.endpoint, "runtime-endpoint", "", "the runtime's CRI endpoint, unix:///path/to/runtime.sock (as crictl's)")
+	fs.DurationVar(&o.timeout, "timeout", 3*time.Second, "how long to wait for the runtime's answer; keep it below NPD's rule timeout")
+	fs.IntVar(&o.maxOutput, "max-output-length", defaultMaxOutput, "the longest message to print (NPD's max_output_length)")
+	fs.StringVar(&o.mode, "mode", modeCondition, "condition (NPD permanent rule) or went-down (NPD temporary rule, needs --state-file)")
+	fs.StringVar(&o.stateFile, "state-file", "", "went-down: where the plugins' states of the previous run are kept")
+	if err := fs.Parse(args); err != nil {
+		fmt.Fprintf(stdout, "nri-npd-check: bad arguments: %v\n", err)
+		return exitUnknown
+	}
+	if msg := o.validate(fs.Args()); msg != "" {
+		fmt.Fprintln(stderr, "nri-npd-check:", msg)
+		fmt.Fprintln(stdout, cut("nri-npd-check: "+msg, o.maxOutput))
+		return exitUnknown
+	}
+	code, msg := check(ctx, o, stderr)
+	fmt.Fprintln(stdout, cut(msg, o.maxOutput))
+	return code
+}
+
+func (o options) validate(rest []string) string {
+	switch {
+	case len(rest) > 0:
+		return fmt.Sprintf("unexpected arguments %q", rest)
+	case o.endpoint == "":
+		return "--runtime-endpoint is required (unix:///path/to/runtime.sock)"
+	case o.timeout <= 0:
+		return fmt.Sprintf("--timeout %s: must be positive", o.timeout)
+	case o.maxOutput < 16:
+		return fmt.Sprintf("--max-output-length %d: must be at least 16", o.maxOutput)
+	case o.mode != modeCondition && o.mode != modeWentDown:
+		return fmt.Sprintf("--mode %q: want %q or %q", o.mode, modeCondition, modeWentDown)
+	case o.mode == modeWentDown && o.stateFile == "":
+		return "--mode went-down needs --state-file"
+	case o.mode == modeCondition && o.stateFile != "":
+		return "--state-file is for --mode went-down only"
+	}
+	return ""
+}
+
+// required is what the runtime reports about its required plugins.
+type required struct {
+	// present: the runtime reports NRIPluginsReady (it requires plugins).
+	present bool
+	// ready: NRIPluginsReady's status.
+	ready bool
+	// message: NRIPluginsReady's message.
+	message string
+	// plugins: the verbose entry's required plugins.
+	plugins []cristatus.Plugin
+}
+
+// query asks the runtime. A non-empty problem says why it could not.
+func query(ctx context.Context, o options, stderr io.Writer) (r required, problem string) {
+	c, err := cristatus.Dial(o.endpoint)
+	if err != nil {
+		fmt.Fprintln(stderr, "nri-npd-check:", err)
+		if errors.Is(err, cristatus.ErrNoSocket) {
+			return r, "runtime socket missing: " + strings.TrimPrefix(o.endpoint, "unix://")
+		}
+		return r, err.Error()
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	resp, err := c.Status(ctx, true)
+	if err != nil {
+		fmt.Fprintf(stderr, "nri-npd-check: Status of %s: %v\n", o.endpoint, err)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return r, fmt.Sprintf("runtime did not answer within %s: %s", o.timeout, c.Socket)
+		}
+		return r, "runtime not answering: " + c.Socket
+	}
+	cond := cristatus.Condition(resp, cristatus.ConditionNRIPluginsReady)
+	if cond == nil {
+		return r, ""
+	}
+	r.present, r.ready, r.message = true, cond.GetStatus(), cond.GetMessage()
+	plugins, err := cristatus.NRIPlugins(resp)
+	if err != nil {
+		fmt.Fprintln(stderr, "nri-npd-check:", err)
+		return r, "runtime's verbose nri status malformed"
+	}
+	for _, p := range plugins {
+		if p.Required {
+			r.plugins = append(r.plugins, p)
+		}
+	}
+	return r, ""
+}
+
+func check(ctx context.Context, o options, stderr io.Writer) (int, string) {
+	r, problem := query(ctx, o, stderr)
+	if o.mode == modeWentDown {
+		if problem != "" {
+			return exitOK, "not checked: " + problem
+		}
+		return wentDown(o.stateFile, r, o.maxOutput, stderr)
+	}
+	switch {
+	case problem != "":
+		return exitUnknown, problem
+	case !r.present:
+		return exitOK, "no NRI plugin is required by the runtime"
+	case r.ready:
+		return exitOK, fmt.Sprintf("all %d required NRI plugins ready", len(r.plugins))
+	}
+	var down []string
+	for _, p := range r.plugins {
+		if !p.Ready() {
+			down = append(down, p.ID()+" "+p.State)
+		}
+	}
+	if len(down) == 0 {
+		// The condition says not ready but no entry does: report the
+		// runtime's own words.
+		return exitNonOK, r.message
+	}
+	return exitNonOK, list(down, o.maxOutput)
+}
+
+// list joins ITEMS with ", " into at most MAX bytes, ending with "+N more"
+// where the rest does not fit.
+func list(items []string, max int) string {
+	out := ""
+	for i, it := range items {
+		next := it
+		if i > 0 {
+			next = out + ", " + it
+		}
+		more := ""
+		if i < len(items)-1 {
+			more = fmt.Sprintf(" +%d more", len(items)-1-i)
+		}
+		if len(next)+len(more) > max && i > 0 {
+			return out + fmt.Sprintf(" +%d more", len(items)-i)
+		}
+		out = next
+	}
+	return out
+}
+
+// cut shortens S to MAX bytes, as NPD would, on a rune boundary.
+func cut(s string, max int) string {
+	s = strings.ReplaceAll(strings.TrimSpace(s), "\n", " ")
+	if len(s) <= max {
+		return s
+	}
+	for max > 0 && !utf8RuneStart(s[max]) {
+		max--
+	}
+	return s[:max]
+}
+
+func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// state is what went-down mode keeps between runs: each required plugin's
+// state at the previous run.
+type state struct {
+	Plugins map[string]string `json:"plugins"`
+}
+
+func wentDown(file string, r required, max int, stderr io.Writer) (int, string) {
+	now := state{Plugins: map[string]string{}}
+	for _, p := range r.plugins {
+		now.Plugins[p.ID()] = p.State
+	}
+	var prev state
+	first := false
+	data, err := os.ReadFile(file)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		first = true
+	case err != nil:
+		fmt.Fprintf(stderr, "nri-npd-check: state file %s: %v\n", file, err)
+		return exitOK, "not checked: state file unreadable: " + file
+	default:
+		if err := json.Unmarshal(data, &prev); err != nil {
+			// A torn or foreign file: start over.
+			fmt.Fprintf(stderr, "nri-npd-check: state file %s: %v; starting over\n", file, err)
+			first = true
+		}
+	}
+	if err := writeState(file, now); err != nil {
+		fmt.Fprintf(stderr, "nri-npd-check: state file %s: %v\n", file, err)
+		return exitOK, "not checked: state file not writable: " + file
+	}
+	if first {
+		return exitOK, "recorded the required NRI plugins' states"
+	}
+	var down []string
+	for key, st := range now.Plugins {
+		if st != cristatus.StateReady && prev.Plugins[key] == cristatus.StateReady {
+			down = append(down, key+" "+st)
+		}
+	}
+	if len(down) == 0 {
+		return exitOK, "no required NRI plugin went down"
+	}
+	sort.Strings(down)
+	const prefix = "went down: "
+	return exitNonOK, prefix + list(down, max-len(prefix))
+}
+
+// writeState replaces FILE atomically, creating its directory if needed.
+func writeState(file string, s state) error {
+	data, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(file), "."+filepath.Base(file)+".*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	if err := os.Rename(tmp.Name(), file); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return nil
+}
