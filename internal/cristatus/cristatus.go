@@ -98,8 +98,8 @@ func Condition(resp *runtimeapi.StatusResponse, typ string) *runtimeapi.RuntimeC
 	return nil
 }
 
-// Plugin is one entry of the verbose "nri" info: a plugin the runtime's
-// policy names. Only the fields the tools use are decoded; unknown fields
+// Plugin is one entry of the verbose "nri" info: an instance of a required
+// plugin (NRI's RequiredPluginsStatus lists no other plugin). Only the fields the tools use are decoded; unknown fields
 // are ignored.
 type Plugin struct {
 	// Key is the policy's key for the plugin (its name, or index-name).
@@ -109,8 +109,6 @@ type Plugin struct {
 	// State is "ready", "not registered", "registered", "not subscribed"
 	// or "disconnected".
 	State string `json:"state"`
-	// Required tells whether the policy requires the plugin.
-	Required bool `json:"required"`
 	// LastError is the last transport error seen, if any.
 	LastError string `json:"last_error"`
 }

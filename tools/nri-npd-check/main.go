@@ -125,7 +125,7 @@ type required struct {
 	ready bool
 	// message: NRIPluginsReady's message.
 	message string
-	// plugins: the verbose entry's required plugins.
+	// plugins: the verbose entry, every instance of a required plugin.
 	plugins []cristatus.Plugin
 }
 
@@ -160,11 +160,7 @@ func query(ctx context.Context, o options, stderr io.Writer) (r required, proble
 		fmt.Fprintln(stderr, "nri-npd-check:", err)
 		return r, "runtime's verbose nri status malformed"
 	}
-	for _, p := range plugins {
-		if p.Required {
-			r.plugins = append(r.plugins, p)
-		}
-	}
+	r.plugins = plugins
 	return r, ""
 }
 

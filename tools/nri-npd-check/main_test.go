@@ -97,12 +97,11 @@ func statusResp(c *runtimeapi.RuntimeCondition, nri string) *runtimeapi.StatusRe
 // An entry as the runtimes print it, with fields the check does not read.
 const (
 	readyPlugin = `{"key": "10-device-injector", "name": "device-injector", "index": "10", "state": "ready",
-		"required": true, "fail_policy": "fail", "since": "2026-12-04T05:58:38Z", "last_error": "", "events": ["CreateContainer"], "readiness": "condition"}`
+		"fail_policy": "fail", "since": "2026-12-04T05:58:38Z", "last_error": "", "events": ["CreateContainer"], "readiness": "condition"}`
 	absentPlugin = `{"key": "20-guard", "name": "guard", "index": "20", "state": "not registered",
-		"required": true, "fail_policy": "fail", "since": "2026-12-04T05:58:38Z", "last_error": ""}`
+		"fail_policy": "fail", "since": "2026-12-04T05:58:38Z", "last_error": ""}`
 	downPlugin = `{"key": "30-netplug", "name": "netplug", "index": 30, "state": "disconnected",
-		"required": true, "fail_policy": "ignore", "since": "2026-12-04T05:58:38Z", "last_error": "connection closed"}`
-	optionalDown = `{"key": "40-extra", "name": "extra", "state": "disconnected", "required": false}`
+		"fail_policy": "ignore", "since": "2026-12-04T05:58:38Z", "last_error": "connection closed"}`
 )
 
 func plugins(entries ...string) string {
@@ -135,7 +134,7 @@ func TestCondition(t *testing.T) {
 		},
 		{
 			name: "all ready",
-			resp: statusResp(cond(true, ""), plugins(readyPlugin, optionalDown)),
+			resp: statusResp(cond(true, ""), plugins(readyPlugin)),
 			code: exitOK,
 			msg:  "all 1 required NRI plugins ready",
 		},
@@ -146,8 +145,8 @@ func TestCondition(t *testing.T) {
 			msg:  "20-guard not registered",
 		},
 		{
-			name: "two down, a not required one ignored",
-			resp: statusResp(cond(false, "x"), plugins(absentPlugin, readyPlugin, downPlugin, optionalDown)),
+			name: "two down",
+			resp: statusResp(cond(false, "x"), plugins(absentPlugin, readyPlugin, downPlugin)),
 			code: exitNonOK,
 			msg:  "20-guard not registered, 30-netplug disconnected",
 		},
@@ -189,7 +188,7 @@ func TestCondition(t *testing.T) {
 		},
 		{
 			name: "entry without state",
-			resp: statusResp(cond(false, "x"), `{"plugins": [{"key": "a", "required": true}]}`),
+			resp: statusResp(cond(false, "x"), `{"plugins": [{"key": "a"}]}`),
 			code: exitUnknown,
 			msg:  "runtime's verbose nri status malformed",
 		},
@@ -214,7 +213,7 @@ func TestCondition(t *testing.T) {
 func TestMessageFitsMaxOutputLength(t *testing.T) {
 	var entries []string
 	for _, k := range []string{"10-aaaaaaaaaaaaaaaaaaaa", "20-bbbbbbbbbbbbbbbbbbbb", "30-cccccccccccccccccccc", "40-dddddddddddddddddddd"} {
-		entries = append(entries, `{"key": "`+k+`", "state": "not registered", "required": true}`)
+		entries = append(entries, `{"key": "`+k+`", "state": "not registered"}`)
 	}
 	ep := serve(t, &fakeRuntime{resp: statusResp(cond(false, "x"), plugins(entries...))})
 	code, msg, _ := runCheck(t, "--runtime-endpoint", ep)
@@ -229,7 +228,7 @@ func TestMessageFitsMaxOutputLength(t *testing.T) {
 		t.Errorf("--max-output-length 200: got %d %q", code, msg)
 	}
 	// One entry longer than the limit is cut, not dropped.
-	long := `{"key": "` + strings.Repeat("x", 100) + `", "state": "disconnected", "required": true}`
+	long := `{"key": "` + strings.Repeat("x", 100) + `", "state": "disconnected"}`
 	ep = serve(t, &fakeRuntime{resp: statusResp(cond(false, "x"), plugins(long))})
 	code, msg, _ = runCheck(t, "--runtime-endpoint", ep)
 	if code != exitNonOK || len(msg) != defaultMaxOutput || !strings.HasPrefix(msg, "xxxx") {
@@ -308,8 +307,8 @@ func TestWentDown(t *testing.T) {
 		}
 	}
 	up := statusResp(cond(true, ""), plugins(readyPlugin))
-	guardDown := `{"key": "20-guard", "state": "disconnected", "required": true}`
-	guardUp := `{"key": "20-guard", "state": "ready", "required": true}`
+	guardDown := `{"key": "20-guard", "state": "disconnected"}`
+	guardUp := `{"key": "20-guard", "state": "ready"}`
 	// The first run records; a plugin down already then did not "go down".
 	step(statusResp(cond(false, "x"), plugins(readyPlugin, absentPlugin)), exitOK, "recorded the required NRI plugins' states")
 	step(statusResp(cond(false, "x"), plugins(readyPlugin, absentPlugin)), exitOK, "no required NRI plugin went down")
@@ -319,7 +318,7 @@ func TestWentDown(t *testing.T) {
 	step(statusResp(cond(false, "x"), plugins(readyPlugin, guardDown)), exitOK, "no required NRI plugin went down")
 	step(statusResp(cond(true, ""), plugins(readyPlugin, guardUp)), exitOK, "no required NRI plugin went down")
 	// Both at once; a plugin no longer configured did not go down.
-	step(statusResp(cond(false, "x"), plugins(absentPlugin, `{"key": "10-device-injector", "state": "not subscribed", "required": true}`)),
+	step(statusResp(cond(false, "x"), plugins(absentPlugin, `{"key": "10-device-injector", "state": "not subscribed"}`)),
 		exitNonOK, "went down: 10-device-injector not subscribed, 20-guard not registered")
 	step(up, exitOK, "no required NRI plugin went down")
 	// The policy removed: nothing went down.
@@ -331,14 +330,14 @@ func TestWentDown(t *testing.T) {
 	if code != exitOK || !strings.HasPrefix(msg, "not checked: runtime did not answer") {
 		t.Errorf("hung runtime: got %d %q", code, msg)
 	}
-	step(statusResp(cond(false, "x"), plugins(`{"key": "10-device-injector", "state": "disconnected", "required": true}`)),
+	step(statusResp(cond(false, "x"), plugins(`{"key": "10-device-injector", "state": "disconnected"}`)),
 		exitNonOK, "went down: 10-device-injector disconnected")
 	// A torn state file starts over.
 	if err := os.WriteFile(file, []byte(`{"plugins": {"10-de`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	step(up, exitOK, "recorded the required NRI plugins' states")
-	step(statusResp(cond(false, "x"), plugins(`{"key": "10-device-injector", "state": "disconnected", "required": true}`)),
+	step(statusResp(cond(false, "x"), plugins(`{"key": "10-device-injector", "state": "disconnected"}`)),
 		exitNonOK, "went down: 10-device-injector disconnected")
 	// Malformed verbose status: not checked.
 	step(statusResp(cond(false, "x"), `[`), exitOK, "not checked: runtime's verbose nri status malformed")
