@@ -89,7 +89,7 @@ itself). The two files break the cycle with settings that must agree:
 
 | DaemonSet | drop-in | why |
 |---|---|---|
-| namespace `nri-plugins`, pod label `app.kubernetes.io/name: device-injector` | `[[crio.nri.policy.plugins."10-device-injector".exempt]]` with `namespace = "nri-plugins"` and `pod_selector = "app.kubernetes.io/name=device-injector"` | the plugin's own pod is never gated on the plugin; the label counts only in `nri-plugins`, so a pod elsewhere wearing it is gated (shown below) |
+| namespace `nri-plugins`, pod label `app.kubernetes.io/name: device-injector` | `[[crio.nri.required_plugins."10-device-injector".exempt]]` with `namespace = "nri-plugins"` and `match_labels = { "app.kubernetes.io/name" = "device-injector" }` | the plugin's own pod is never gated on the plugin; the label counts only in `nri-plugins`, so a pod elsewhere wearing it is gated (shown below) |
 | `hostNetwork: true` | `readiness = "network"` | while the plugin is not ready the runtime holds `NetworkReady=false`; the kubelet then reports the node NotReady and starts only hostNetwork pods, which includes the plugin's |
 | `tolerations: [{operator: Exists}]` | | the pod is placed on a node carrying the `node.kubernetes.io/not-ready` taint |
 | | `exclude_namespaces = ["kube-system"]` | CNI and other node-critical pods in kube-system start without the plugin |
@@ -110,14 +110,14 @@ spellings (the same keys, decoded by NRI's one config type):
 
 ```toml
 # CRI-O (crio.conf.d/20-device-injector.conf)
-[[crio.nri.policy.plugins."10-device-injector".exempt]]
+[[crio.nri.required_plugins."10-device-injector".exempt]]
 namespace = "nri-plugins"
-pod_selector = "app.kubernetes.io/name=device-injector"
+match_labels = { "app.kubernetes.io/name" = "device-injector" }
 
 # containerd (containerd.conf.d/20-device-injector.toml)
-[[plugins."io.containerd.nri.v1.nri".policy.plugins."10-device-injector".exempt]]
+[[plugins."io.containerd.nri.v1.nri".required_plugins."10-device-injector".exempt]]
   namespace = "nri-plugins"
-  pod_selector = "app.kubernetes.io/name=device-injector"
+  match_labels = { "app.kubernetes.io/name" = "device-injector" }
 ```
 
 `priorityClassName: system-node-critical` stays in the shipped DaemonSet: a required plugin

@@ -46,7 +46,7 @@ DAEMONSET_MANIFEST=$K8S_CONTRIB/device-injector-daemonset.yaml
 CRIO_DROPIN=$K8S_CONTRIB/crio.conf.d/20-device-injector.conf
 CONTAINERD_DROPIN=$K8S_CONTRIB/containerd.conf.d/20-device-injector.toml
 # The shipped policy's key and the DaemonSet's namespace and name: the
-# drop-ins' [crio.nri.policy.plugins."10-device-injector"] table and its
+# drop-ins' [crio.nri.required_plugins."10-device-injector"] table and its
 # exemption (namespace "nri-plugins", the DaemonSet's pod label).
 POLICY_KEY=10-device-injector
 DS_NS=nri-plugins
@@ -208,7 +208,7 @@ runtime_config() {
 		CNI_BRIDGE=$(sed -n 's/^CRIO_CNI_BRIDGE=//p' <<<"$out")
 		for f in "$@"; do cp "$f" "$CRIO_CONFIG_DIR/"; done
 		METRICS_URL=http://127.0.0.1:$port/metrics
-		METRIC_DECISIONS=container_runtime_crio_nri_policy_decisions_total
+		METRIC_DECISIONS=container_runtime_crio_nri_required_plugin_decisions_total
 		;;
 	containerd)
 		local d=$K8S_WORK/containerd
@@ -225,7 +225,7 @@ runtime_config() {
 		cp "$policy" "$@" "$d/conf.d/"
 		sed -i "1a imports = [\"$d/conf.d/*.toml\"]" "$CONTAINERD_CONFIG"
 		METRICS_URL=http://127.0.0.1:$port/v1/metrics
-		METRIC_DECISIONS=containerd_nri_policy_decisions_total
+		METRIC_DECISIONS=containerd_nri_required_plugin_decisions_total
 		;;
 	esac
 	export CRI_SOCK NRI_SOCK CNI_BRIDGE METRICS_URL METRIC_DECISIONS CRIO_CONFIG CRIO_CONFIG_DIR CONTAINERD_CONFIG
