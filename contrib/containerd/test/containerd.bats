@@ -117,7 +117,7 @@ fail_policy = \"fail\""
 nri_enable_default_validator = true
 nri_validator_required_plugins = [\"guard\"]"
 	run -1 timeout 20 "$RUNTIME_BINDIR/containerd" --config "$CONTAINERD_CONFIG"
-	assert_contains "$(tail -1 <<<"$output" | unquote_log)" 'load required plugin io.containerd.grpc.v1.cri: unable to load NRI plugin dependency: failed to initialize NRI interface: invalid required NRI plugin "guard": the default validator'"'"'s required plugins = ["guard"]: the default validator requires "guard" too: require a plugin in one place'
+	assert_contains "$(tail -1 <<<"$output" | unquote_log)" 'load required plugin io.containerd.grpc.v1.cri: unable to load NRI plugin dependency: failed to initialize NRI interface: invalid required NRI plugin "guard": the default validator'"'"'s required_plugins = ["guard"]: the default validator requires "guard" too: require a plugin in one place'
 }
 
 @test "containerd: an absent required plugin refuses crictl create with FailedPrecondition naming it; nothing is left" {
