@@ -453,8 +453,11 @@ npd_up() {
 	record $s kubelet_start_to_plugin_ready_ms "$(ms "$t_kl" "$t_reg")"
 	local t_false
 	t_false=$(node_cond_first "$NPD_CONDITION" False "$t_reg" 60)
+	# The time is recorded, not bounded: the NPD-period + 2 s bound is the
+	# node condition scenarios' (an idle node); here the kubelet recreates
+	# every pod at once on 2 cores, and the condition must only go False
+	# (within node_cond_first's 60 s).
 	record $s registration_to_false_ms "$(ms "$t_reg" "$t_false")"
-	awk -v a="$t_reg" -v b="$t_false" -v m="$((NPD_INTERVAL + 2))" 'BEGIN { exit !(b - a <= m) }'
 
 	# Every pod that ran before runs again in new containers, injected.
 	local deadline=$((SECONDS + 300)) left
