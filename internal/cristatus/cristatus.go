@@ -98,9 +98,9 @@ func Condition(resp *runtimeapi.StatusResponse, typ string) *runtimeapi.RuntimeC
 	return nil
 }
 
-// Plugin is one entry of the verbose "nri" info: an instance of a required
-// plugin (NRI's RequiredPluginsStatus lists no other plugin). Only the fields the tools use are decoded; unknown fields
-// are ignored.
+// Plugin is one entry of the verbose "nri" info: an instance of a
+// required plugin (NRI's RequiredPluginsStatus lists no other plugin).
+// Only the fields the tools use are decoded; unknown fields are ignored.
 type Plugin struct {
 	// Key is the policy's key for the plugin (its name, or index-name).
 	Key string `json:"key"`
