@@ -106,6 +106,9 @@ type Plugin struct {
 	Key string `json:"key"`
 	// Name is the plugin's name.
 	Name string `json:"name"`
+	// Index is the instance's index, empty for a required plugin of which
+	// no instance registered.
+	Index string `json:"index"`
 	// State is "ready", "not registered", "registered", "not subscribed"
 	// or "disconnected".
 	State string `json:"state"`
@@ -113,8 +116,13 @@ type Plugin struct {
 	LastError string `json:"last_error"`
 }
 
-// ID is the plugin's key, or its name if the entry has no key.
+// ID names the entry: the instance as INDEX-NAME where the entry has an
+// index (a key that names a plugin by name alone covers every instance of
+// it, and each has an entry), else the key, else the name.
 func (p Plugin) ID() string {
+	if p.Index != "" && p.Name != "" {
+		return p.Index + "-" + p.Name
+	}
 	if p.Key != "" {
 		return p.Key
 	}

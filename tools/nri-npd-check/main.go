@@ -178,7 +178,7 @@ func check(ctx context.Context, o options, stderr io.Writer) (int, string) {
 	case !r.present:
 		return exitOK, "no NRI plugin is required by the runtime"
 	case r.ready:
-		return exitOK, fmt.Sprintf("all %d required NRI plugins ready", len(r.plugins))
+		return exitOK, fmt.Sprintf("all %d instances of required NRI plugins ready", len(r.plugins))
 	}
 	var down []string
 	for _, p := range r.plugins {

@@ -100,7 +100,7 @@ const (
 		"fail_policy": "fail", "since": "2026-12-04T05:58:38Z", "last_error": "", "events": ["CreateContainer"], "readiness": "condition"}`
 	absentPlugin = `{"key": "20-guard", "name": "guard", "index": "20", "state": "not registered",
 		"fail_policy": "fail", "since": "2026-12-04T05:58:38Z", "last_error": ""}`
-	downPlugin = `{"key": "30-netplug", "name": "netplug", "index": 30, "state": "disconnected",
+	downPlugin = `{"key": "30-netplug", "name": "netplug", "index": "30", "state": "disconnected",
 		"fail_policy": "ignore", "since": "2026-12-04T05:58:38Z", "last_error": "connection closed"}`
 )
 
@@ -136,13 +136,23 @@ func TestCondition(t *testing.T) {
 			name: "all ready",
 			resp: statusResp(cond(true, ""), plugins(readyPlugin)),
 			code: exitOK,
-			msg:  "all 1 required NRI plugins ready",
+			msg:  "all 1 instances of required NRI plugins ready",
 		},
 		{
 			name: "one not registered",
 			resp: statusResp(cond(false, `required NRI plugins not ready: "20-guard" is not registered`), plugins(readyPlugin, absentPlugin)),
 			code: exitNonOK,
 			msg:  "20-guard not registered",
+		},
+		{
+			// A key naming a plugin by name covers every instance; the
+			// down one is named by its index.
+			name: "two instances under one key, one down",
+			resp: statusResp(cond(false, "x"), plugins(
+				`{"key": "guard", "name": "guard", "index": "10", "state": "ready"}`,
+				`{"key": "guard", "name": "guard", "index": "20", "state": "disconnected"}`)),
+			code: exitNonOK,
+			msg:  "20-guard disconnected",
 		},
 		{
 			name: "two down",
