@@ -175,21 +175,7 @@ func runBarrier(o options) error {
 // startBenchDaemon starts CRI-O of the benchmark build with env, NRI on and
 // no policy.
 func startBenchDaemon(o options, env []string) (*daemon, error) {
-	dir, err := os.MkdirTemp("", "nrigb")
-	if err != nil {
-		return nil, err
-	}
-	var stderr strings.Builder
-	r, err := critest.Start(critest.Options{Repo: o.repo, Runtime: o.runtime, Dir: dir, Image: o.image, BinDir: o.bindir, Env: env}, &stderr)
-	if err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("%w: %s", err, stderr.String())
-	}
-	d := &daemon{Runtime: r}
-	running.Lock()
-	running.daemons[d] = true
-	running.Unlock()
-	return d, nil
+	return launchDaemon(o, critest.Options{Env: env})
 }
 
 // barrierRun measures one round of one variant's daemon.

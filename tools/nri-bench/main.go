@@ -330,14 +330,22 @@ func guardPolicy(regWait, namespace string) string {
 	return p
 }
 
+// startDaemon starts the runtime with NRI on or off and policy.
 func startDaemon(o options, nri bool, policy string) (*daemon, error) {
+	return launchDaemon(o, critest.Options{Policy: policy, NRIOff: !nri})
+}
+
+// launchDaemon starts the runtime with opts, completed with the runtime,
+// image and binaries of o, in a new directory, and records it so that an
+// interrupted run stops it.
+func launchDaemon(o options, opts critest.Options) (*daemon, error) {
 	dir, err := os.MkdirTemp("", "nrigb")
 	if err != nil {
 		return nil, err
 	}
+	opts.Repo, opts.Runtime, opts.Dir, opts.Image, opts.BinDir = o.repo, o.runtime, dir, o.image, o.bindir
 	var stderr strings.Builder
-	r, err := critest.Start(critest.Options{Repo: o.repo, Runtime: o.runtime, Dir: dir, Policy: policy,
-		Image: o.image, BinDir: o.bindir, NRIOff: !nri}, &stderr)
+	r, err := critest.Start(opts, &stderr)
 	if err != nil {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("%w: %s", err, stderr.String())
