@@ -288,18 +288,26 @@ runtime_start() {
 	echo $! >>"$K8S_WORK/cristatus.pid"
 }
 
+# stop_pidfile FILE TRIES: SIGTERM the process whose pid FILE holds, as
+# systemd stops a unit, wait up to TRIES x 50 ms for it to exit, then
+# SIGKILL it and reap it. Returns 1 if there was nothing to signal (no FILE,
+# or the process already gone).
+stop_pidfile() {
+	local pid i
+	pid=$(cat "$1" 2>/dev/null) || return 1
+	kill -TERM "$pid" 2>/dev/null || return 1
+	for i in $(seq "$2"); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+	kill -KILL "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+}
+
 # runtime_stop: SIGTERM the runtime (containers keep running: conmon and the
 # shims outlive it, as with a systemd restart) and wait for it to exit.
 runtime_stop() {
 	local pid
 	for pid in $(cat "$K8S_WORK/cristatus.pid" 2>/dev/null); do kill "$pid" 2>/dev/null || true; done
 	rm -f "$K8S_WORK/cristatus.pid"
-	pid=$(cat "$K8S_WORK/runtime.pid" 2>/dev/null) || return 0
-	kill -TERM "$pid" 2>/dev/null || return 0
-	local i
-	for i in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-	kill -KILL "$pid" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
+	stop_pidfile "$K8S_WORK/runtime.pid" 200 || return 0
 	! crictl_k info >/dev/null 2>&1 || { echo "runtime_stop: the CRI socket still answers" >&2; return 1; }
 }
 
@@ -399,12 +407,7 @@ kubelet_start() {
 # kubelet_stop: SIGTERM the kubelet, as systemd stops it, and wait for it
 # to exit (the pods' containers keep running).
 kubelet_stop() {
-	local pid i
-	pid=$(cat "$K8S_WORK/kubelet.pid" 2>/dev/null) || return 0
-	kill -TERM "$pid" 2>/dev/null || return 0
-	for i in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-	kill -KILL "$pid" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
+	stop_pidfile "$K8S_WORK/kubelet.pid" 200 || return 0
 	! curl -sf http://127.0.0.1:10248/healthz >/dev/null 2>&1 || { echo "kubelet_stop: the kubelet still answers" >&2; return 1; }
 }
 
@@ -488,12 +491,7 @@ npd_start() {
 }
 
 npd_stop() {
-	local pid i
-	pid=$(cat "$K8S_WORK/npd.pid" 2>/dev/null) || return 0
-	kill -TERM "$pid" 2>/dev/null || return 0
-	for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
-	kill -KILL "$pid" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
+	stop_pidfile "$K8S_WORK/npd.pid" 100 || true
 }
 
 # node_watch_start: a watch of our Node (kubectl get -w) that appends, for
