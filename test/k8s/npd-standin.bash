@@ -119,21 +119,32 @@ event() { # event TYPE REASON MESSAGE
 		reportingComponent: $src, reportingInstance: $n}' | kc create -f - >/dev/null || log "creating event $2 failed"
 }
 
-# run_rule I: runs rule I; prints "CODE<TAB>MESSAGE".
-run_rule() {
-	local i=$1 path to out code
-	path=$(jq -r ".rules[$i].path" "$config")
-	to=$gtimeout
-	local rt
-	rt=$(jq -r ".rules[$i].timeout // empty" "$config")
+# The rules, read once as NPD reads its config at start (a round then costs
+# the checks themselves, not a jq per field): RPATH, RARGS (newline-separated),
+# RTIMEOUT (seconds: the smaller of the rule's and the global one), RTYPE,
+# RREASON, RCONDITION per rule index. Fields are split on US (\x1f), which,
+# unlike a tab, keeps empty fields.
+declare -a RPATH RARGS RTIMEOUT RTYPE RREASON RCONDITION
+for ((i = 0; i < nrules; i++)); do
+	IFS=$'\x1f' read -r RPATH[i] RTYPE[i] RREASON[i] RCONDITION[i] rt < <(jq -r --argjson i "$i" \
+		'.rules[$i] | [.path, .type, .reason // "", .condition // "", .timeout // ""] | join("\u001f")' "$config")
+	RARGS[i]=$(jq -r --argjson i "$i" '.rules[$i].args // [] | .[]' "$config")
+	RTIMEOUT[i]=$gtimeout
 	if [[ -n $rt ]]; then
 		rt=$(secs "$rt")
-		awk -v a="$rt" -v b="$gtimeout" 'BEGIN { exit !(a < b) }' && to=$rt
+		awk -v a="$rt" -v b="$gtimeout" 'BEGIN { exit !(a < b) }' && RTIMEOUT[i]=$rt
 	fi
-	mapfile -t args < <(jq -r ".rules[$i].args // [] | .[]" "$config")
-	out=$(timeout -s KILL "$to" "$path" "${args[@]}" 2>>"${NPD_STANDIN_STDERR:-/dev/null}" | head -c 4096)
+done
+
+# run_rule I: runs rule I; prints "CODE<TAB>MESSAGE".
+run_rule() {
+	local i=$1 path=${RPATH[$1]} out code args=()
+	[[ -z ${RARGS[i]} ]] || mapfile -t args <<<"${RARGS[i]}"
+	out=$(timeout -s KILL "${RTIMEOUT[i]}" "$path" "${args[@]}" 2>>"${NPD_STANDIN_STDERR:-/dev/null}" | head -c 4096)
 	code=${PIPESTATUS[0]}
-	out=$(tr '\n' ' ' <<<"$out" | sed 's/^[[:space:]]*//; s/[[:space:]]*$//')
+	out=${out//$'\n'/ }
+	out=${out#"${out%%[![:space:]]*}"}
+	out=${out%"${out##*[![:space:]]}"}
 	if ((code == 137)); then
 		out="Timeout when running plugin \"$path\": state - signal: killed. output - \"$out\""
 	fi
@@ -141,15 +152,12 @@ run_rule() {
 }
 
 apply_result() { # apply_result I CODE MESSAGE
-	local i=$1 code=$2 msg=$3 type t reason status
-	type=$(jq -r ".rules[$i].type" "$config")
-	reason=$(jq -r ".rules[$i].reason" "$config")
+	local i=$1 code=$2 msg=$3 type=${RTYPE[$1]} t=${RCONDITION[$1]} reason=${RREASON[$1]} status
 	case $code in 0) status=False ;; 1) status=True ;; *) status=Unknown ;; esac
 	if [[ $type == temporary ]]; then
 		((code >= 1)) && event Warning "$reason" "$msg" && log "event $reason: $msg"
 		return
 	fi
-	t=$(jq -r ".rules[$i].condition" "$config")
 	local cur=${STATUS[$t]} nr nm
 	if [[ $cur == True && $status != True ]]; then
 		nr=${DREASON[$t]}
