@@ -199,6 +199,60 @@ baseline() {
 	kc -n s-restart scale deploy/web --replicas=0 >/dev/null
 }
 
+@test "runtime crash in the relay: the runtime SIGKILLed while the plugin holds a Deployment's RunPodSandbox; every pod that runs went through the plugin" {
+	local s=relay-crash
+	# A fresh DaemonSet pod (no crash-loop back-off left from the scenarios
+	# before) and a plugin request timeout long enough that the kill, not
+	# the timeout, ends the held relay.
+	ds_delete
+	runtime_stop
+	NRI_REQUEST_TIMEOUT=60s runtime_start
+	baseline
+	ns_create s-relay
+	deployment s-relay web 0
+	local t0 held t_kill
+	t0=$(now)
+	plugin_fault hang 10m
+	kc -n s-relay scale deploy/web --replicas=5 >/dev/null
+	# The sandbox is persisted and its infra container started by the time
+	# the runtime relays RunPodSandbox; the plugin now holds it.
+	held=$(plugin_log_after "$t0" 'hang RunPodSandbox .* pod=s-relay/' 120)
+	t_kill=$(now)
+	runtime_kill
+	record $s held "${held#* * * * }"
+	record $s hang_to_kill_ms "$(ms "$(rfc_epoch "$(cut -d' ' -f1 <<<"$held")")" "$t_kill")"
+	# The plugin exits with the runtime's connection; the kubelet starts it
+	# again once the runtime is back, and then it answers.
+	plugin_fault ok
+	runtime_start
+	# Before the plugin is back no sandbox of the namespace can be READY
+	# but one the runtime brought back from before the crash.
+	local after
+	after=$(sandboxes s-relay)
+	record $s sandboxes_after_restart "$(tr '\n' ' ' <<<"$after")"
+	[[ $after != *SANDBOX_READY* ]]
+	local back
+	back=$(plugin_ready_after "$t_kill" 180)
+	record $s plugin_back_seconds "$(awk -v a="$t_kill" -v b="$(rfc_epoch "$back")" 'BEGIN { printf "%.2f", b - a }')"
+	wait_running s-relay app=web 5 300s
+	record $s all_running_seconds "$(since "$t_kill")"
+	# Each running pod's sandbox went through the plugin after the crash:
+	# none is the held sandbox brought back by the restarted runtime.
+	local name uid unseen=0
+	while read -r name uid; do
+		plugin_log_after "$t_kill" "acted RunPodSandbox pod=s-relay/$name uid=$uid " 5 >/dev/null || {
+			echo "pod s-relay/$name ($uid) runs without a RunPodSandbox the plugin acted on" >&2
+			unseen=$((unseen + 1))
+		}
+	done < <(kc -n s-relay get pods -l app=web -o json | jq -r '.items[] | "\(.metadata.name) \(.metadata.uid)"')
+	record $s running_without_relay "$unseen"
+	record_outcome $s s-relay app=web
+	[ "$PODS" -eq 5 ]
+	[ "$MISSING" -eq 0 ]
+	[ "$unseen" -eq 0 ]
+	kc -n s-relay scale deploy/web --replicas=0 >/dev/null
+}
+
 # The pods of the forged-exemption scenario: hostNetwork (so that the
 # kubelet does not hold them back for NetworkReady=false, and the policy is
 # what decides) and tolerating the not-ready taint.

@@ -60,6 +60,10 @@ DS_NAME=device-injector
 REFUSAL_RE="required NRI plugin \"$POLICY_KEY\""
 # The env var nri-faulty puts into every container it acts on.
 INJECTION=NRI_FAULTY_ACTED=device-injector
+# The name of the file in the NRI socket directory, which the DaemonSet
+# mounts, that the plugin reads its fault from (nri-faulty --control;
+# plugin_fault).
+PLUGIN_CONTROL=nri-faulty.control
 # The two-plugin variant (contrib/kubernetes/two-plugins): a second
 # required plugin, nri-faulty registering as ulimit-adjuster, index 20,
 # injecting under keys of its own.
@@ -176,7 +180,8 @@ k8s_images() {
 	local d=$K8S_WORK/images
 	"$REPO_ROOT/hack/make-test-image.sh" "$d/busybox.tar" "$TEST_IMAGE_NAME" >/dev/null || return
 	CGO_ENABLED=0 go build -trimpath -o "$d/nri-faulty" "$REPO_ROOT/contrib/plugins/nri-faulty" || return
-	"$REPO_ROOT/test/k8s/make-plugin-image.sh" "$d/plugin.tar" "$PLUGIN_IMAGE" "$d/nri-faulty" "$d/busybox.tar" >/dev/null || return
+	PLUGIN_ARGS="--control /var/run/nri/$PLUGIN_CONTROL" \
+		"$REPO_ROOT/test/k8s/make-plugin-image.sh" "$d/plugin.tar" "$PLUGIN_IMAGE" "$d/nri-faulty" "$d/busybox.tar" >/dev/null || return
 	PLUGIN_NAME=$DS2_NAME PLUGIN_ARGS="--acted-env ${INJECTION2%%=*} --acted-annotation nri-faulty.nrigate.io/acted-2" \
 		"$REPO_ROOT/test/k8s/make-plugin-image.sh" "$d/plugin2.tar" "$PLUGIN2_IMAGE" "$d/nri-faulty" "$d/busybox.tar" >/dev/null || return
 	go build -o "$K8S_WORK/cristatus" "$REPO_ROOT/test/k8s/cristatus" || return
@@ -192,6 +197,7 @@ k8s_images() {
 # variant) and, after it, more drop-ins (the two-plugin variant's); the
 # drop-ins of an earlier call are removed. Sets CRI_SOCK, NRI_SOCK,
 # CNI_BRIDGE, METRICS_URL, METRIC_DECISIONS.
+# NRI_REQUEST_TIMEOUT (default 2s) is NRI's plugin request timeout.
 runtime_config() {
 	local policy=$1 out f
 	shift
@@ -214,7 +220,7 @@ runtime_config() {
 		local d=$K8S_WORK/containerd
 		CNI_BRIDGE=nk8$(printf %s "$K8S_WORK" | md5sum | cut -c1-10)
 		out=$(NRI_SOCK=$NRI_SOCK CNI_BRIDGE=$CNI_BRIDGE PAUSE_IMAGE=$CONTAINERD_PAUSE_IMAGE \
-			NRI_PLUGIN_REQUEST_TIMEOUT=2s METRICS_ADDRESS=127.0.0.1:$port \
+			NRI_PLUGIN_REQUEST_TIMEOUT=${NRI_REQUEST_TIMEOUT:-2s} METRICS_ADDRESS=127.0.0.1:$port \
 			"$REPO_ROOT/contrib/containerd/containerd-test-config.sh" "$d") || return
 		CONTAINERD_CONFIG=$(sed -n 's/^CONFIG=//p' <<<"$out")
 		CRI_SOCK=$(sed -n 's/^CRI_SOCK=//p' <<<"$out")
@@ -304,11 +310,26 @@ stop_pidfile() {
 # runtime_stop: SIGTERM the runtime (containers keep running: conmon and the
 # shims outlive it, as with a systemd restart) and wait for it to exit.
 runtime_stop() {
+	cristatus_stop
+	stop_pidfile "$K8S_WORK/runtime.pid" 200 || return 0
+	! crictl_k info >/dev/null 2>&1 || { echo "runtime_stop: the CRI socket still answers" >&2; return 1; }
+}
+
+# runtime_kill: the runtime SIGKILLed, as a crash ends it (nothing of its
+# own shutdown runs), and reaped.
+runtime_kill() {
+	local pid
+	cristatus_stop
+	pid=$(cat "$K8S_WORK/runtime.pid") || return
+	kill -KILL "$pid" || return
+	wait "$pid" 2>/dev/null || true
+}
+
+# cristatus_stop: the CRI Status watchers runtime_start started stopped.
+cristatus_stop() {
 	local pid
 	for pid in $(cat "$K8S_WORK/cristatus.pid" 2>/dev/null); do kill "$pid" 2>/dev/null || true; done
 	rm -f "$K8S_WORK/cristatus.pid"
-	stop_pidfile "$K8S_WORK/runtime.pid" 200 || return 0
-	! crictl_k info >/dev/null 2>&1 || { echo "runtime_stop: the CRI socket still answers" >&2; return 1; }
 }
 
 # k8s_control_plane: upstream's hack/local-up-cluster.sh from the
@@ -961,6 +982,32 @@ plugin_ready_after() {
 		((SECONDS < deadline)) || return 1
 		sleep 0.1
 	done
+}
+
+# plugin_log_after EPOCH REGEX [SECONDS]: the first line the plugin of the
+# DaemonSet logged (its containers' logs, all restarts) after EPOCH whose
+# message matches the extended REGEX, waiting up to SECONDS (default 60).
+plugin_log_after() {
+	local after deadline=$((SECONDS + ${3:-60})) l
+	after=$(date -u -d "@$1" +%Y-%m-%dT%H:%M:%S.%NZ)
+	while :; do
+		l=$(cat "$K8S_WORK"/pod-logs/${DS_NS}_${DS_NAME}-*/plugin/*.log 2>/dev/null | sort |
+			awk -v t="$after" '$1 > t' | grep -E -m1 -- "$2")
+		[[ -n $l ]] && { echo "$l"; return 0; }
+		((SECONDS < deadline)) || return 1
+		sleep 0.05
+	done
+}
+
+# plugin_fault MODE [ARG]: the fault the plugin of the DaemonSet injects
+# from its next request on ("hang 10m"; "ok": none), as nri-faulty's control
+# file says it.
+plugin_fault() { echo "$*" >"$K8S_WORK/nri/$PLUGIN_CONTROL"; }
+
+# sandboxes NS: the runtime's pod sandboxes of namespace NS, "ID STATE" a
+# line (crictl pods).
+sandboxes() {
+	crictl_k pods --namespace "$1" -o json | jq -r '.items[] | "\(.id) \(.state)"'
 }
 
 # host_snapshot: the host's iptables rules (without counters) and what is

@@ -214,7 +214,7 @@ func (p *plugin) handle(ev api.Event, pod *api.PodSandbox, ctr *api.Container) e
 		p.logf("error %s pod=%s/%s", name, pod.GetNamespace(), pod.GetName())
 		return fmt.Errorf("nri-faulty %s: injected error for %s", p.name, name)
 	case ModeHang:
-		p.logf("hang %s for %s", name, f.hang)
+		p.logf("hang %s for %s pod=%s/%s uid=%s", name, f.hang, pod.GetNamespace(), pod.GetName(), pod.GetUid())
 		time.Sleep(f.hang)
 	case ModeCrashBefore:
 		p.exit(1, "crash-before "+name)
