@@ -229,7 +229,7 @@ baseline() {
 	# but one the runtime brought back from before the crash.
 	local after
 	after=$(sandboxes s-relay)
-	record $s sandboxes_after_restart "$(tr '\n' ' ' <<<"$after")"
+	record $s sandboxes_after_restart "$(awk 'NF { n[$2]++ } END { for (s in n) printf "%s%d %s", (c++ ? ", " : ""), n[s], s; if (!c) printf "none" }' <<<"$after")"
 	[[ $after != *SANDBOX_READY* ]]
 	local back
 	back=$(plugin_ready_after "$t_kill" 180)
