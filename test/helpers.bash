@@ -345,6 +345,24 @@ stop_daemon() {
 	DAEMON_PID=
 }
 
+# request_in_background CMD...: CMD, a request the test means the runtime to
+# crash in, in the background with its output discarded; REQUEST_PID.
+request_in_background() {
+	"$@" >/dev/null 2>&1 &
+	REQUEST_PID=$!
+}
+
+# crash_runtime: the runtime SIGKILLed (nothing of its own shutdown runs)
+# while it holds the request_in_background, which must still be running;
+# the request reaped, its exit status in REQUEST_STATUS (non-zero: the
+# error a crash gives its client).
+crash_runtime() {
+	kill -0 "$REQUEST_PID" || { echo "crash_runtime: the request ended before the crash" >&2; return 1; }
+	stop_daemon KILL
+	REQUEST_STATUS=0
+	wait "$REQUEST_PID" || REQUEST_STATUS=$?
+}
+
 # stop_runtime: remove pods and containers through crictl while the daemon
 # runs, stop it, then end whatever process, mount, runc container and
 # bridge of this test it left behind.

@@ -317,11 +317,9 @@ task_running() {
 	echo "hang 60s" >"$TESTDIR/control"
 	start_faulty --control "$TESTDIR/control"
 	pod=$(nri_pod_config late)
-	crictl_cmd runp "$pod" >/dev/null 2>&1 &
-	runp_pid=$!
+	request_in_background crictl_cmd runp "$pod"
 	wait_for 10 grep -q "hang RunPodSandbox" "$TESTDIR/faulty.log"
-	stop_daemon KILL
-	wait "$runp_pid" || true
+	crash_runtime
 	stop_faulty
 	runtime_start
 
@@ -363,11 +361,9 @@ task_running() {
 
 @test "containerd: kill -9 while RunPodSandbox waits for the required plugin leaves nothing behind" {
 	LOG_LEVEL=debug start_runtime "$(guard_policy fail; echo 'events = ["RunPodSandbox", "CreateContainer"]'; echo 'registration_wait = "60s"')"
-	crictl_cmd runp "$(nri_pod_config waiter)" >/dev/null 2>&1 &
-	runp_pid=$!
+	request_in_background crictl_cmd runp "$(nri_pod_config waiter)"
 	wait_for 20 grep -q "$NRI_WAIT_LOGGED" "$TESTDIR/daemon.log"
-	stop_daemon KILL
-	wait "$runp_pid" || true
+	crash_runtime
 	runtime_start
 	# No pod in CRI, no sandbox or container in containerd, no network
 	# namespace: nothing was created before the wait.
@@ -387,11 +383,9 @@ task_running() {
 	pod_id=$(crictl_cmd runp "$pod")
 	cfg=$(ctr_config app sh -c 'exec sleep 1000')
 	echo "hang 60s" >"$TESTDIR/control"
-	crictl_cmd create "$pod_id" "$cfg" "$pod" >/dev/null 2>&1 &
-	create_pid=$!
+	request_in_background crictl_cmd create "$pod_id" "$cfg" "$pod"
 	wait_for 10 grep -q "hang CreateContainer" "$TESTDIR/faulty.log"
-	stop_daemon KILL
-	wait "$create_pid" || true
+	crash_runtime
 	stop_faulty
 	runtime_start
 

@@ -205,15 +205,11 @@ exclude_namespaces = ["system"]'
 	# anything for it (no name reservation, no storage).
 	victim=$(crictl_cmd runp "$(nri_pod_config victim default)")
 	before=$(storage_containers)
-	crictl_cmd create "$victim" "$(ctr_config app sleep 3600)" "$TESTDIR/victim-pod.json" \
-		>"$TESTDIR/create.out" 2>&1 &
-	create_pid=$!
+	request_in_background crictl_cmd create "$victim" "$(ctr_config app sleep 3600)" "$TESTDIR/victim-pod.json"
 	wait_for 10 grep -q "$NRI_WAIT_LOGGED" "$TESTDIR/daemon.log"
-	kill -0 "$create_pid"
 	[ "$(storage_containers)" = "$before" ]
-	stop_daemon KILL
-	run wait "$create_pid"
-	[ "$status" -ne 0 ]
+	crash_runtime
+	[ "$REQUEST_STATUS" -ne 0 ]
 
 	runtime_start
 	[ "$(crictl_cmd ps -a -q)" = "$sctr" ]
@@ -240,12 +236,10 @@ fail_policy = "fail"'
 	start_faulty --control "$TESTDIR/control"
 	pod=$(crictl_cmd runp "$(nri_pod_config web)")
 	echo "hang 60s" >"$TESTDIR/control"
-	crictl_cmd create "$pod" "$(ctr_config app sleep 3600)" "$TESTDIR/web-pod.json" >/dev/null 2>&1 &
-	create_pid=$!
+	request_in_background crictl_cmd create "$pod" "$(ctr_config app sleep 3600)" "$TESTDIR/web-pod.json"
 	# Killed while the plugin holds the request (inside the 1s request timeout).
 	wait_for 10 grep -q "hang CreateContainer" "$TESTDIR/faulty.log"
-	stop_daemon KILL
-	wait "$create_pid" || true
+	crash_runtime
 	stop_faulty
 	runtime_start
 	# The plugin never acted on it: no container, nothing in the store but the pod.
@@ -267,16 +261,14 @@ events = ["RunPodSandbox", "CreateContainer"]
 registration_wait = "0s"'
 	echo "hang 60s" >"$TESTDIR/control"
 	start_faulty --control "$TESTDIR/control"
-	crictl_cmd runp "$(nri_pod_config late)" >/dev/null 2>&1 &
-	runp_pid=$!
+	request_in_background crictl_cmd runp "$(nri_pod_config late)"
 	# Killed while the plugin holds the request (inside the 1s request
 	# timeout): CRI-O created and started the pod before the relay.
 	wait_for 10 grep -q "hang RunPodSandbox" "$TESTDIR/faulty.log"
 	[ -n "$(storage_containers)" ]
 	[ -n "$(pinned_namespaces)" ]
 	[ -n "$(ipam_allocations)" ]
-	stop_daemon KILL
-	wait "$runp_pid" || true
+	crash_runtime
 	stop_faulty
 	runtime_start
 	grep -q "Removing sandbox .* whose creation did not complete" "$TESTDIR/daemon.log"
@@ -302,13 +294,10 @@ registration_wait = "0s"'
 fail_policy = "fail"
 events = ["RunPodSandbox", "CreateContainer"]
 registration_wait = "30s"'
-	crictl_cmd runp "$(nri_pod_config waiter)" >/dev/null 2>&1 &
-	runp_pid=$!
+	request_in_background crictl_cmd runp "$(nri_pod_config waiter)"
 	wait_for 10 grep -q "$NRI_WAIT_LOGGED" "$TESTDIR/daemon.log"
-	kill -0 "$runp_pid"
-	stop_daemon KILL
-	run wait "$runp_pid"
-	[ "$status" -ne 0 ]
+	crash_runtime
+	[ "$REQUEST_STATUS" -ne 0 ]
 	runtime_start
 	[ -z "$(crictl_cmd pods -q)" ]
 	[ -z "$(storage_containers)" ]
