@@ -32,6 +32,12 @@ teardown_file() {
 	k8s_down || true
 }
 
+# teardown: a scenario that injects a fault (plugin_fault) and fails before
+# it lifts it leaves none for the next.
+teardown() {
+	rm -f "$K8S_WORK/nri/$PLUGIN_CONTROL"
+}
+
 # baseline: the DaemonSet applied, its pod Ready, the node Ready.
 baseline() {
 	ds_apply
@@ -210,23 +216,30 @@ baseline() {
 	baseline
 	ns_create s-relay
 	deployment s-relay web 0
-	local t0 held t_kill
+	local t0 held held_sandbox t_kill log_lines
 	t0=$(now)
+	# The fault holds any pod's RunPodSandbox; nothing but this Deployment
+	# creates pods meanwhile (the DaemonSet's pod runs, there are no others).
 	plugin_fault hang 10m
 	kc -n s-relay scale deploy/web --replicas=5 >/dev/null
 	# The sandbox is persisted and its infra container started by the time
 	# the runtime relays RunPodSandbox; the plugin now holds it.
 	held=$(plugin_log_after "$t0" 'hang RunPodSandbox .* pod=s-relay/' 120)
+	held_sandbox=$(sed -n 's/.* sandbox=\([0-9a-f]*\).*/\1/p' <<<"$held")
+	[ -n "$held_sandbox" ]
+	log_lines=$(wc -l <"$K8S_WORK/logs/runtime.log")
 	t_kill=$(now)
 	runtime_kill
-	record $s held "${held#* * * * }"
-	record $s hang_to_kill_ms "$(ms "$(rfc_epoch "$(cut -d' ' -f1 <<<"$held")")" "$t_kill")"
+	record $s held "${held#* }"
+	record $s hang_to_kill_ms "$(ms "$(rfc_epoch "${held%% *}")" "$t_kill")"
 	# The plugin exits with the runtime's connection; the kubelet starts it
 	# again once the runtime is back, and then it answers.
 	plugin_fault ok
 	runtime_start
-	# Before the plugin is back no sandbox of the namespace can be READY
-	# but one the runtime brought back from before the crash.
+	# The restarted runtime knew the held sandbox unfinished...
+	tail -n +"$((log_lines + 1))" "$K8S_WORK/logs/runtime.log" | grep -Eq "$(unrelayed_restore_re "$held_sandbox")"
+	# ...and, before the plugin is back, no sandbox of the namespace can be
+	# READY but one it brought back from before the crash.
 	local after
 	after=$(sandboxes s-relay)
 	record $s sandboxes_after_restart "$(awk 'NF { n[$2]++ } END { for (s in n) printf "%s%d %s", (c++ ? ", " : ""), n[s], s; if (!c) printf "none" }' <<<"$after")"
@@ -236,12 +249,13 @@ baseline() {
 	record $s plugin_back_seconds "$(awk -v a="$t_kill" -v b="$(rfc_epoch "$back")" 'BEGIN { printf "%.2f", b - a }')"
 	wait_running s-relay app=web 5 300s
 	record $s all_running_seconds "$(since "$t_kill")"
-	# Each running pod's sandbox went through the plugin after the crash:
-	# none is the held sandbox brought back by the restarted runtime.
-	local name uid unseen=0
+	# Each running pod's READY sandbox went through the plugin after the
+	# crash: none is a sandbox brought back by the restarted runtime.
+	local name uid sb unseen=0
 	while read -r name uid; do
-		plugin_log_after "$t_kill" "acted RunPodSandbox pod=s-relay/$name uid=$uid " 5 >/dev/null || {
-			echo "pod s-relay/$name ($uid) runs without a RunPodSandbox the plugin acted on" >&2
+		sb=$(ready_sandbox "$uid")
+		[[ -n $sb ]] && plugin_log_after "$t_kill" "acted RunPodSandbox pod=s-relay/$name uid=$uid sandbox=$sb " 5 >/dev/null || {
+			echo "pod s-relay/$name ($uid) runs in sandbox '$sb', which the plugin did not act on" >&2
 			unseen=$((unseen + 1))
 		}
 	done < <(kc -n s-relay get pods -l app=web -o json | jq -r '.items[] | "\(.metadata.name) \(.metadata.uid)"')

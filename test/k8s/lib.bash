@@ -316,12 +316,13 @@ runtime_stop() {
 }
 
 # runtime_kill: the runtime SIGKILLed, as a crash ends it (nothing of its
-# own shutdown runs), and reaped.
+# own shutdown runs), and reaped (runtime_start started it as a child of
+# the test's shell).
 runtime_kill() {
 	local pid
 	cristatus_stop
 	pid=$(cat "$K8S_WORK/runtime.pid") || return
-	kill -KILL "$pid" || return
+	kill -KILL "$pid" || { echo "runtime_kill: no runtime process $pid" >&2; return 1; }
 	wait "$pid" 2>/dev/null || true
 }
 
@@ -985,17 +986,20 @@ plugin_ready_after() {
 }
 
 # plugin_log_after EPOCH REGEX [SECONDS]: the first line the plugin of the
-# DaemonSet logged (its containers' logs, all restarts) after EPOCH whose
-# message matches the extended REGEX, waiting up to SECONDS (default 60).
+# DaemonSet logged (stderr of its containers, all restarts) after EPOCH
+# that matches the extended REGEX, waiting up to SECONDS (default 60). The
+# line is the plugin's own, from its timestamp on (UTC, fixed width, so
+# that it compares as a string; the kubelet's log prefix is dropped).
 plugin_log_after() {
 	local after deadline=$((SECONDS + ${3:-60})) l
 	after=$(date -u -d "@$1" +%Y-%m-%dT%H:%M:%S.%NZ)
 	while :; do
-		l=$(cat "$K8S_WORK"/pod-logs/${DS_NS}_${DS_NAME}-*/plugin/*.log 2>/dev/null | sort |
-			awk -v t="$after" '$1 > t' | grep -E -m1 -- "$2")
+		l=$(cat "$K8S_WORK"/pod-logs/${DS_NS}_${DS_NAME}-*/plugin/*.log 2>/dev/null |
+			awk -v t="$after" '$2 == "stderr" && $4 > t { sub(/^[^ ]+ [^ ]+ [^ ]+ /, ""); print }' |
+			sort | grep -E -m1 -- "$2")
 		[[ -n $l ]] && { echo "$l"; return 0; }
 		((SECONDS < deadline)) || return 1
-		sleep 0.05
+		sleep 0.2
 	done
 }
 
@@ -1005,9 +1009,27 @@ plugin_log_after() {
 plugin_fault() { echo "$*" >"$K8S_WORK/nri/$PLUGIN_CONTROL"; }
 
 # sandboxes NS: the runtime's pod sandboxes of namespace NS, "ID STATE" a
-# line (crictl pods).
+# line (crictl pods); fails if crictl does.
 sandboxes() {
-	crictl_k pods --namespace "$1" -o json | jq -r '.items[] | "\(.id) \(.state)"'
+	local out
+	out=$(crictl_k pods --namespace "$1" -o json) || return
+	jq -r '.items[] | "\(.id) \(.state)"' <<<"$out"
+}
+
+# unrelayed_restore_re SANDBOX_ID: what the runtime logs, as an extended
+# regex, when it restarts with the sandbox whose RunPodSandbox relay had not
+# completed when it stopped: CRI-O removes it, containerd stops it and
+# reports it NotReady.
+unrelayed_restore_re() {
+	case $K8S_RUNTIME in
+	crio) echo "Removing sandbox $1 whose creation did not complete" ;;
+	containerd) echo "NRI plugins did not act on the sandbox before containerd stopped.* sandbox=$1" ;;
+	esac
+}
+
+# ready_sandbox POD_UID: the ID of the pod's READY sandbox.
+ready_sandbox() {
+	crictl_k pods --label "io.kubernetes.pod.uid=$1" --state ready -q --no-trunc
 }
 
 # host_snapshot: the host's iptables rules (without counters) and what is

@@ -126,7 +126,7 @@ event() { # event TYPE REASON MESSAGE
 # unlike a tab, keeps empty fields.
 declare -a RPATH RARGS RTIMEOUT RTYPE RREASON RCONDITION
 for ((i = 0; i < nrules; i++)); do
-	IFS=$'\x1f' read -r RPATH[i] RTYPE[i] RREASON[i] RCONDITION[i] rt < <(jq -r --argjson i "$i" \
+	IFS=$'\x1f' read -r 'RPATH[i]' 'RTYPE[i]' 'RREASON[i]' 'RCONDITION[i]' rt < <(jq -r --argjson i "$i" \
 		'.rules[$i] | [.path, .type, .reason // "", .condition // "", .timeout // ""] | join("\u001f")' "$config")
 	RARGS[i]=$(jq -r --argjson i "$i" '.rules[$i].args // [] | .[]' "$config")
 	RTIMEOUT[i]=$gtimeout

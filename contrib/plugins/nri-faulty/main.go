@@ -29,10 +29,12 @@
 // RemoveContainer), as a resource-management plugin does; it logs
 // "update-others on stop of NAME: N containers".
 //
-// Every line the plugin logs starts with an RFC 3339 timestamp with
-// nanoseconds. After Synchronize it logs "ready", also to stdout, so that a
-// test can wait for it; each request it acted on is logged as
-// "acted EVENT pod=NAMESPACE/NAME uid=UID container=NAME". On SIGUSR1 it
+// Every line the plugin logs starts with an RFC 3339 timestamp in UTC with
+// all nine digits of nanoseconds. After Synchronize it logs "ready", also to
+// stdout, so that a test can wait for it; each request it acted on is logged
+// as "acted EVENT pod=NAMESPACE/NAME uid=UID sandbox=ID container=NAME",
+// each request it holds in hang mode as "hang EVENT for DURATION
+// pod=NAMESPACE/NAME uid=UID sandbox=ID". On SIGUSR1 it
 // logs "stats goroutines=N", for leak tests (its fds are in /proc).
 package main
 
@@ -155,10 +157,20 @@ func (p *plugin) othersUpdate(id string) []*api.ContainerUpdate {
 	return out
 }
 
+// logTimeFormat is RFC 3339 in UTC with all nine digits of the
+// nanoseconds, unlike time.RFC3339Nano, which drops trailing zeros: the
+// timestamps then sort as strings, as the tests compare them.
+const logTimeFormat = "2006-01-02T15:04:05.000000000Z07:00"
+
+// now returns the current time in logTimeFormat.
+func now() string {
+	return time.Now().UTC().Format(logTimeFormat)
+}
+
 func (p *plugin) logf(format string, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	fmt.Fprintf(p.out, "%s %s\n", time.Now().UTC().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
+	fmt.Fprintf(p.out, "%s %s\n", now(), fmt.Sprintf(format, args...))
 }
 
 // current returns the fault from the control file, or the flag default.
@@ -214,7 +226,8 @@ func (p *plugin) handle(ev api.Event, pod *api.PodSandbox, ctr *api.Container) e
 		p.logf("error %s pod=%s/%s", name, pod.GetNamespace(), pod.GetName())
 		return fmt.Errorf("nri-faulty %s: injected error for %s", p.name, name)
 	case ModeHang:
-		p.logf("hang %s for %s pod=%s/%s uid=%s", name, f.hang, pod.GetNamespace(), pod.GetName(), pod.GetUid())
+		p.logf("hang %s for %s pod=%s/%s uid=%s sandbox=%s", name, f.hang,
+			pod.GetNamespace(), pod.GetName(), pod.GetUid(), pod.GetId())
 		time.Sleep(f.hang)
 	case ModeCrashBefore:
 		p.exit(1, "crash-before "+name)
@@ -242,8 +255,8 @@ func (p *plugin) handle(ev api.Event, pod *api.PodSandbox, ctr *api.Container) e
 }
 
 func (p *plugin) acted(event string, pod *api.PodSandbox, ctr *api.Container) {
-	p.logf("acted %s pod=%s/%s uid=%s container=%s", event,
-		pod.GetNamespace(), pod.GetName(), pod.GetUid(), ctr.GetName())
+	p.logf("acted %s pod=%s/%s uid=%s sandbox=%s container=%s", event,
+		pod.GetNamespace(), pod.GetName(), pod.GetUid(), pod.GetId(), ctr.GetName())
 }
 
 // Configure subscribes the plugin to the events given by --events.
@@ -258,7 +271,7 @@ func (p *plugin) Synchronize(_ context.Context, pods []*api.PodSandbox, ctrs []*
 		p.track(c.GetId(), true)
 	}
 	p.logf("ready (synchronized %d pods, %d containers)", len(pods), len(ctrs))
-	fmt.Fprintf(os.Stdout, "ready %s\n", time.Now().UTC().Format(time.RFC3339Nano))
+	fmt.Fprintf(os.Stdout, "ready %s\n", now())
 	return nil, nil
 }
 
@@ -454,7 +467,7 @@ func run() error {
 
 func main() {
 	if err := run(); err != nil {
-		fmt.Fprintf(os.Stderr, "%s nri-faulty: %v\n", time.Now().UTC().Format(time.RFC3339Nano), err)
+		fmt.Fprintf(os.Stderr, "%s nri-faulty: %v\n", now(), err)
 		os.Exit(1)
 	}
 }
