@@ -751,6 +751,26 @@ acted_count() {
 	done
 }
 
+@test "undo of a creation that fails after the relay (the runtime cannot create the container): the plugin that acted on it gets one StopContainer and one RemoveContainer" {
+	[[ $RUNTIME != containerd ]] ||
+		runtime_lacks "a CreateContainer that runc fails" "containerd creates the runc container at StartContainer, so a command runc cannot run fails the start; a CreateContainer failing after its relay is undone for plugins by containerd's own deferred NRI undo"
+	start_runtime "$(policy fail)"
+	start_faulty
+	wait_for 10 guard_ready
+	run_pod web
+	# Every plugin answers; runc then cannot create the container: its
+	# command does not exist in the image.
+	cfg=$(ctr_config missing /no/such/command)
+	run --separate-stderr crictl_cmd create "$POD_ID" "$cfg" "$POD_JSON"
+	echo "create: $stderr"
+	[ "$status" -ne 0 ]
+	assert_contains "$stderr" /no/such/command
+	no_container
+	[ "$(acted_count "$TESTDIR/faulty.log" CreateContainer missing)" -eq 1 ]
+	[ "$(acted_count "$TESTDIR/faulty.log" StopContainer missing)" -eq 1 ]
+	[ "$(acted_count "$TESTDIR/faulty.log" RemoveContainer missing)" -eq 1 ]
+}
+
 # ctr_state_is ID STATE: crictl inspect shows the container in STATE.
 ctr_state_is() {
 	[ "$(crictl_cmd inspect -o go-template --template '{{.status.state}}' "$1" 2>/dev/null)" = "$2" ]
