@@ -86,6 +86,12 @@ refuses_unknown_key() {
 	refuses_config "$CRIO_CONFIG_DIR/10-policy.conf: unknown key of the required NRI plugins: $2 (did you mean $3?)"
 }
 
+@test "two tables naming one plugin instance (\"guard\" and \"10-guard\") in two files stop crio and crio config, naming the second file" {
+	runtime_config '[crio.nri.required_plugins."10-guard"]'
+	printf '[crio.nri.required_plugins."guard"]\nfail_policy = "ignore"\n' >"$CRIO_CONFIG_DIR/20-guard.conf"
+	refuses_config "$CRIO_CONFIG_DIR/20-guard.conf: [crio.nri.required_plugins.\"guard\"]: invalid required NRI plugin \"guard\": name = \"guard\": \"10-guard\" requires instances of the same plugin"
+}
+
 @test "a misspelled key of a required plugin stops crio and crio config, naming the file, the key and the nearest key" {
 	refuses_unknown_key '[crio.nri.required_plugins."guard"]
 fail_policy = "fail"
