@@ -758,7 +758,7 @@ acted_count() {
 	start_faulty
 	wait_for 10 guard_ready
 	run_pod web
-	# Every plugin answers; runc then cannot create the container: its
+	# The plugin answers; runc then cannot create the container: its
 	# command does not exist in the image.
 	cfg=$(ctr_config missing /no/such/command)
 	run --separate-stderr crictl_cmd create "$POD_ID" "$cfg" "$POD_JSON"
@@ -767,6 +767,11 @@ acted_count() {
 	assert_contains "$stderr" /no/such/command
 	no_container
 	[ "$(acted_count "$TESTDIR/faulty.log" CreateContainer missing)" -eq 1 ]
+	[ "$(acted_count "$TESTDIR/faulty.log" StopContainer missing)" -eq 1 ]
+	[ "$(acted_count "$TESTDIR/faulty.log" RemoveContainer missing)" -eq 1 ]
+	# Removing the pod relays nothing more for the container.
+	crictl_cmd stopp "$POD_ID" >/dev/null
+	crictl_cmd rmp "$POD_ID" >/dev/null
 	[ "$(acted_count "$TESTDIR/faulty.log" StopContainer missing)" -eq 1 ]
 	[ "$(acted_count "$TESTDIR/faulty.log" RemoveContainer missing)" -eq 1 ]
 }
