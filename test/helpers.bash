@@ -234,12 +234,14 @@ runtime_config() {
 
 # crio_config POLICY_FILE: contrib/cri-o/crio-test-config.sh $TESTDIR, told
 # to use $TESTDIR's sockets (whatever the caller's environment holds) and
-# the 1s request timeout the suites expect.
+# NRI's plugin request timeout NRI_REQUEST_TIMEOUT: the suites expect 1s,
+# the default; a test that kills the runtime while a plugin holds a request
+# sets 60s, so that the request is still held then.
 crio_config() {
 	local vars
 	# Not eval "$(...)": eval of an empty output succeeds and hides a failed script.
 	vars=$(CRIO_BINDIR=$RUNTIME_BINDIR CRI_SOCK=$TESTDIR/crio.sock NRI_SOCK=$TESTDIR/nri.sock \
-		NRI_REQUEST_TIMEOUT=1s PAUSE_IMAGE=$CRIO_PAUSE_IMAGE \
+		NRI_REQUEST_TIMEOUT=${NRI_REQUEST_TIMEOUT:-1s} PAUSE_IMAGE=$CRIO_PAUSE_IMAGE \
 		CRIO_METRICS_PORT=${METRICS_PORT:-} "$REPO_ROOT/contrib/cri-o/crio-test-config.sh" "$TESTDIR" "$1" \
 		2>"$TESTDIR/config-script.log") ||
 		{ cat "$TESTDIR/config-script.log" >&2; return 1; }
@@ -250,10 +252,11 @@ crio_config() {
 # containerd_config POLICY_FILE: contrib/containerd/containerd-test-config.sh
 # $TESTDIR/containerd (the policy written for CRI-O gets containerd's NRI
 # plugin table headers), told to use $TESTDIR's NRI socket (so that it is
-# where it is for CRI-O) and the 1s request timeout.
+# where it is for CRI-O) and the request timeout NRI_REQUEST_TIMEOUT (as
+# crio_config).
 containerd_config() {
 	local out
-	out=$(NRI_SOCK=$TESTDIR/nri.sock NRI_PLUGIN_REQUEST_TIMEOUT=1s PAUSE_IMAGE=$CONTAINERD_PAUSE_IMAGE \
+	out=$(NRI_SOCK=$TESTDIR/nri.sock NRI_PLUGIN_REQUEST_TIMEOUT=${NRI_REQUEST_TIMEOUT:-1s} PAUSE_IMAGE=$CONTAINERD_PAUSE_IMAGE \
 		METRICS_ADDRESS=${METRICS_PORT:+127.0.0.1:$METRICS_PORT} \
 		"$REPO_ROOT/contrib/containerd/containerd-test-config.sh" "$TESTDIR/containerd" "$1" 2>"$TESTDIR/config-script.log") ||
 		{ cat "$TESTDIR/config-script.log" >&2; return 1; }

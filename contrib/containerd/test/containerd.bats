@@ -287,14 +287,6 @@ guarded_container() {
 
 # --- Crash consistency: containerd killed during a gated request -------------
 
-# long_request_timeout: NRI's plugin request timeout of the config
-# runtime_config wrote raised from the suites' 1s to 60s, so that a plugin
-# holding a request still holds it when the test kills containerd.
-long_request_timeout() {
-	sed -i 's/^\([[:space:]]*plugin_request_timeout = \).*/\1"60s"/' "$CONTAINERD_CONFIG"
-	grep -q 'plugin_request_timeout = "60s"' "$CONTAINERD_CONFIG"
-}
-
 # ctr_cmd ARGS...: ctr in the CRI namespace of the test containerd.
 ctr_cmd() {
 	"$RUNTIME_BINDIR/ctr" --address "$CRI_SOCK" -n k8s.io "$@"
@@ -311,8 +303,7 @@ task_running() {
 }
 
 @test "containerd: kill -9 while the required plugin holds RunPodSandbox: after the restart no READY pod, its task stopped; the retry goes through the wait and the relay and gets the injection" {
-	runtime_config "$(guard_policy fail; echo 'events = ["RunPodSandbox", "CreateContainer"]')"
-	long_request_timeout
+	NRI_REQUEST_TIMEOUT=60s runtime_config "$(guard_policy fail; echo 'events = ["RunPodSandbox", "CreateContainer"]')"
 	runtime_start
 	echo "hang 60s" >"$TESTDIR/control"
 	start_faulty --control "$TESTDIR/control"
@@ -374,8 +365,7 @@ task_running() {
 }
 
 @test "containerd: kill -9 while the required plugin holds CreateContainer: after the restart no container; the same container is created again through the wait and the relay" {
-	runtime_config "$(guard_policy fail)"
-	long_request_timeout
+	NRI_REQUEST_TIMEOUT=60s runtime_config "$(guard_policy fail)"
 	runtime_start
 	echo ok >"$TESTDIR/control"
 	start_faulty --control "$TESTDIR/control"

@@ -86,7 +86,7 @@ refuses_unknown_key() {
 	refuses_config "$CRIO_CONFIG_DIR/10-policy.conf: unknown key of the required NRI plugins: $2 (did you mean $3?)"
 }
 
-@test "two tables naming one plugin instance (\"guard\" and \"10-guard\") in two files stop crio and crio config, naming the second file" {
+@test "two tables naming one plugin instance (\"guard\" and \"10-guard\") in two files stop crio and crio config, naming the file of the key NRI checks second (\"guard\")" {
 	runtime_config '[crio.nri.required_plugins."10-guard"]'
 	printf '[crio.nri.required_plugins."guard"]\nfail_policy = "ignore"\n' >"$CRIO_CONFIG_DIR/20-guard.conf"
 	refuses_config "$CRIO_CONFIG_DIR/20-guard.conf: [crio.nri.required_plugins.\"guard\"]: invalid required NRI plugin \"guard\": name = \"guard\": \"10-guard\" requires instances of the same plugin"
@@ -236,14 +236,14 @@ exclude_namespaces = ["system"]'
 }
 
 @test "kill -9 of crio while the required plugin holds a CreateContainer: after the restart the container does not exist, and can be created once the plugin is back" {
-	start_runtime '[crio.nri.required_plugins."guard"]
+	NRI_REQUEST_TIMEOUT=60s start_runtime '[crio.nri.required_plugins."guard"]
 fail_policy = "fail"'
 	echo ok >"$TESTDIR/control"
 	start_faulty --control "$TESTDIR/control"
 	pod=$(crictl_cmd runp "$(nri_pod_config web)")
 	echo "hang 60s" >"$TESTDIR/control"
 	request_in_background crictl_cmd create "$pod" "$(ctr_config app sleep 3600)" "$TESTDIR/web-pod.json"
-	# Killed while the plugin holds the request (inside the 1s request timeout).
+	# Killed while the plugin holds the request (inside the 60s request timeout).
 	wait_for 10 grep -q "hang CreateContainer" "$TESTDIR/faulty.log"
 	crash_runtime
 	stop_faulty
@@ -261,14 +261,14 @@ fail_policy = "fail"'
 }
 
 @test "kill -9 of crio while the required plugin holds a RunPodSandbox: after the restart the pod does not exist, nothing of it is left, and the same RunPodSandbox is relayed again" {
-	start_runtime '[crio.nri.required_plugins."guard"]
+	NRI_REQUEST_TIMEOUT=60s start_runtime '[crio.nri.required_plugins."guard"]
 fail_policy = "fail"
 events = ["RunPodSandbox", "CreateContainer"]
 registration_wait = "0s"'
 	echo "hang 60s" >"$TESTDIR/control"
 	start_faulty --control "$TESTDIR/control"
 	request_in_background crictl_cmd runp "$(nri_pod_config late)"
-	# Killed while the plugin holds the request (inside the 1s request
+	# Killed while the plugin holds the request (inside the 60s request
 	# timeout): CRI-O created and started the pod before the relay.
 	wait_for 10 grep -q "hang RunPodSandbox" "$TESTDIR/faulty.log"
 	[ -n "$(storage_containers)" ]
