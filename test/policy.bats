@@ -37,13 +37,16 @@ run_pod() {
 	POD_ID=$(crictl_cmd runp "$POD_JSON")
 }
 
-# create_ctr NAME: crictl create in $POD_ID, output and status in
+# create_ctr NAME [COMMAND...]: crictl create in $POD_ID (the container
+# runs COMMAND, default a shell sleeping), output and status in
 # $output/$status; recorded for make parity.
 create_ctr() {
-	local cfg t0=$EPOCHREALTIME
-	cfg=$(ctr_config "$1" sh -c 'exec sleep 1000')
+	local cfg t0=$EPOCHREALTIME name=$1
+	shift
+	(($#)) || set -- sh -c 'exec sleep 1000'
+	cfg=$(ctr_config "$name" "$@")
 	run --separate-stderr crictl_cmd create "$POD_ID" "$cfg" "$POD_JSON"
-	record_step "create $1" "$status" "$stderr" "$t0"
+	record_step "create $name" "$status" "$stderr" "$t0"
 }
 
 # runp_gated POD_JSON STEP: crictl runp as a gated request (recorded).
@@ -760,8 +763,7 @@ acted_count() {
 	run_pod web
 	# The plugin answers; runc then cannot create the container: its
 	# command does not exist in the image.
-	cfg=$(ctr_config missing /no/such/command)
-	run --separate-stderr crictl_cmd create "$POD_ID" "$cfg" "$POD_JSON"
+	create_ctr missing /no/such/command
 	echo "create: $stderr"
 	[ "$status" -ne 0 ]
 	assert_contains "$stderr" /no/such/command
