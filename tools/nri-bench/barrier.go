@@ -68,8 +68,8 @@ func runBarrier(o options) error {
 		{name: "block around the whole create", env: append(slices.Clone(knobs), "CRIO_BENCH_WHOLE_CREATE_BLOCK=1")},
 		{name: "block from the relay (series)", env: knobs},
 	}
-	if o.barrierNoLock {
-		variants = append(variants, barrierVariant{name: "relay, list without state lock", env: append(slices.Clone(knobs), "CRIO_BENCH_LIST_NOLOCK=1")})
+	if o.barrierListLock {
+		variants = append(variants, barrierVariant{name: "relay, listing with state lock", env: append(slices.Clone(knobs), "CRIO_BENCH_LIST_LOCK=1")})
 	}
 	fmt.Printf("nri-bench -barrier: CRI-O (%s), %d rounds; per round and variant %d registrations with %d creates in flight and %d idle, then %d creates from %d clients without and with a plugin re-registering every %s; %s injected before each relay\n",
 		o.bindir, o.rounds, o.barrierRegs, o.workers, o.barrierRegs/2, o.n, o.workers, o.barrierPeriod, o.barrierDelay)

@@ -96,7 +96,7 @@ type options struct {
 	barrier                     bool
 	barrierDelay, barrierPeriod time.Duration
 	barrierRegs                 int
-	barrierNoLock               bool
+	barrierListLock             bool
 }
 
 func main() {
@@ -113,7 +113,7 @@ func main() {
 	flag.DurationVar(&o.barrierDelay, "barrier-delay", 100*time.Millisecond, "-barrier: the per-create cost injected before the relay")
 	flag.DurationVar(&o.barrierPeriod, "barrier-period", 100*time.Millisecond, "-barrier: how often a plugin re-registers")
 	flag.IntVar(&o.barrierRegs, "barrier-regs", 10, "-barrier: registrations per round and variant with creates in flight (half as many idle)")
-	flag.BoolVar(&o.barrierNoLock, "barrier-nolock", false, "-barrier: add a third daemon, the series' block with containers listed to plugins without their state lock (an experiment: what that lock costs)")
+	flag.BoolVar(&o.barrierListLock, "barrier-listlock", false, "-barrier: add a third daemon, the series' block with containers listed to plugins under their state lock, as the series did before (what that lock costs)")
 	flag.Parse()
 	if o.barrier && !isFlagSet("bindir") {
 		o.bindir = "bin/crio-bench"
