@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Start, in the background and at the lowest CPU priority, the builds that
 # make test needs late and that depend on nothing it builds: golangci-lint at
-# the versions NRI, CRI-O and containerd pin, then the Kubernetes binaries.
-# On a 2-core machine they take ~30 minutes of CPU, and the runtime suites
+# the versions NRI, CRI-O and containerd pin, then the Kubernetes binaries,
+# then node-problem-detector (test/k8s/build-npd.sh, ~6.5 minutes cold).
+# On a 2-core machine they take ~35 minutes of CPU, and the runtime suites
 # leave most of it idle while they wait for plugins, timeouts and pods; run
 # in order they pushed a cold `.ci/run` past an hour.
 #
@@ -48,4 +49,4 @@ setsid bash -c '
 	echo "prebuild: ended ($(date -u +%T))"
 	kill 0
 ' "$0" "$owner" >"$log" 2>&1 </dev/null &
-echo "prebuild: golangci-lint and Kubernetes build in the background at nice 19 (log: $log)"
+echo "prebuild: golangci-lint, Kubernetes and node-problem-detector build in the background at nice 19 (log: $log)"

@@ -50,12 +50,48 @@ type Client struct {
 	rt     runtimeapi.RuntimeServiceClient
 }
 
+// SocketPath returns the socket's path of ENDPOINT, which must be
+// unix:///PATH.
+func SocketPath(endpoint string) (string, error) {
+	path, ok := strings.CutPrefix(endpoint, "unix://")
+	if !ok || !strings.HasPrefix(path, "/") {
+		return "", fmt.Errorf("runtime endpoint %q: want unix:///path/to/runtime.sock", endpoint)
+	}
+	return path, nil
+}
+
+// DialFirst returns a client for the first of ENDPOINTS whose socket
+// exists, as crictl picks a runtime from its default endpoints: a node runs
+// one runtime, so that one list (CRI-O's socket, containerd's) serves
+// every node. Every endpoint must be unix:///PATH. When no socket exists,
+// the error wraps ErrNoSocket and names every path it looked at.
+func DialFirst(endpoints []string) (*Client, error) {
+	if len(endpoints) == 0 {
+		return nil, errors.New("no runtime endpoint given")
+	}
+	paths := make([]string, len(endpoints))
+	for i, ep := range endpoints {
+		p, err := SocketPath(ep)
+		if err != nil {
+			return nil, err
+		}
+		paths[i] = p
+	}
+	for i, p := range paths {
+		if _, err := os.Stat(p); errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		return Dial(endpoints[i])
+	}
+	return nil, fmt.Errorf("%w: %s", ErrNoSocket, strings.Join(paths, ", "))
+}
+
 // Dial checks that ENDPOINT is unix:///PATH and that PATH exists, and
 // returns a client for it. gRPC connects lazily, on the first call.
 func Dial(endpoint string) (*Client, error) {
-	path, ok := strings.CutPrefix(endpoint, "unix://")
-	if !ok || !strings.HasPrefix(path, "/") {
-		return nil, fmt.Errorf("runtime endpoint %q: want unix:///path/to/runtime.sock", endpoint)
+	path, err := SocketPath(endpoint)
+	if err != nil {
+		return nil, err
 	}
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, os.ErrNotExist) {

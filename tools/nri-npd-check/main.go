@@ -20,6 +20,14 @@
 // rule's timeout, so that NPD does not kill the check first) or its
 // verbose "nri" entry cannot be decoded.
 //
+// --runtime-endpoint may list several endpoints, comma-separated: the first
+// whose socket exists is asked, as crictl picks one of its default
+// endpoints. A node runs one runtime, so that one config
+// ("unix:///var/run/crio/crio.sock,unix:///run/containerd/containerd.sock")
+// serves CRI-O and containerd nodes alike; where a node has both sockets,
+// name its runtime's alone. When none exists the check says which it
+// looked for.
+//
 // --mode went-down --state-file FILE, for NPD's temporary rule (an event):
 // 1 when a required plugin that was ready at the previous run (recorded in
 // FILE) is not ready now, naming it; 0 otherwise, also when the runtime
@@ -78,7 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o options
 	fs := flag.NewFlagSet("nri-npd-check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.endpoint, "runtime-endpoint", "", "the runtime's CRI endpoint, unix:///path/to/runtime.sock (as crictl's)")
+	fs.StringVar(&o.endpoint, "runtime-endpoint", "", "the runtime's CRI endpoint, unix:///path/to/runtime.sock (as crictl's); several, comma-separated: the first whose socket exists")
 	fs.DurationVar(&o.timeout, "timeout", 3*time.Second, "how long to wait for the runtime's answer; keep it below NPD's rule timeout")
 	fs.IntVar(&o.maxOutput, "max-output-length", defaultMaxOutput, "the longest message to print (NPD's max_output_length)")
 	fs.StringVar(&o.mode, "mode", modeCondition, "condition (NPD permanent rule) or went-down (NPD temporary rule, needs --state-file)")
@@ -97,12 +105,49 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
+// endpoints: --runtime-endpoint's comma-separated list.
+func (o options) endpoints() []string {
+	var eps []string
+	for _, ep := range strings.Split(o.endpoint, ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			eps = append(eps, ep)
+		}
+	}
+	return eps
+}
+
+// noSocket is the message when no endpoint's socket exists: the one
+// socket's path, or every path looked at.
+func noSocket(endpoints []string) string {
+	paths := make([]string, len(endpoints))
+	for i, ep := range endpoints {
+		paths[i] = strings.TrimPrefix(ep, "unix://")
+	}
+	if len(paths) == 1 {
+		return "runtime socket missing: " + paths[0]
+	}
+	return "no runtime socket: " + strings.Join(paths, ", ")
+}
+
+// badEndpoint: what is wrong with the first endpoint that is not
+// unix:///PATH, or "".
+func badEndpoint(endpoints []string) string {
+	for _, ep := range endpoints {
+		if _, err := cristatus.SocketPath(ep); err != nil {
+			return "--runtime-endpoint " + strings.TrimPrefix(err.Error(), "runtime endpoint ")
+		}
+	}
+	return ""
+}
+
 func (o options) validate(rest []string) string {
 	switch {
 	case len(rest) > 0:
 		return fmt.Sprintf("unexpected arguments %q", rest)
-	case o.endpoint == "":
-		return "--runtime-endpoint is required (unix:///path/to/runtime.sock)"
+	case len(o.endpoints()) == 0:
+		return "--runtime-endpoint is required (unix:///path/to/runtime.sock, or several comma-separated)"
+	case badEndpoint(o.endpoints()) != "":
+		return badEndpoint(o.endpoints())
 	case o.timeout <= 0:
 		return fmt.Sprintf("--timeout %s: must be positive", o.timeout)
 	case o.maxOutput < 16:
@@ -131,11 +176,11 @@ type required struct {
 
 // query asks the runtime. A non-empty problem says why it could not.
 func query(ctx context.Context, o options, stderr io.Writer) (r required, problem string) {
-	c, err := cristatus.Dial(o.endpoint)
+	c, err := cristatus.DialFirst(o.endpoints())
 	if err != nil {
 		fmt.Fprintln(stderr, "nri-npd-check:", err)
 		if errors.Is(err, cristatus.ErrNoSocket) {
-			return r, "runtime socket missing: " + strings.TrimPrefix(o.endpoint, "unix://")
+			return r, noSocket(o.endpoints())
 		}
 		return r, err.Error()
 	}
@@ -144,7 +189,7 @@ func query(ctx context.Context, o options, stderr io.Writer) (r required, proble
 	defer cancel()
 	resp, err := c.Status(ctx, true)
 	if err != nil {
-		fmt.Fprintf(stderr, "nri-npd-check: Status of %s: %v\n", o.endpoint, err)
+		fmt.Fprintf(stderr, "nri-npd-check: Status of %s: %v\n", c.Endpoint, err)
 		if errors.Is(err, context.DeadlineExceeded) {
 			return r, fmt.Sprintf("runtime did not answer within %s: %s", o.timeout, c.Socket)
 		}

@@ -289,6 +289,7 @@ func TestBadArguments(t *testing.T) {
 		{},
 		{"--runtime-endpoint", "/run/crio/crio.sock"},
 		{"--runtime-endpoint", "tcp://127.0.0.1:1"},
+		{"--runtime-endpoint", ","},
 		{"--runtime-endpoint", "unix:///x", "--timeout", "0s"},
 		{"--runtime-endpoint", "unix:///x", "--mode", "events"},
 		{"--runtime-endpoint", "unix:///x", "--mode", "went-down"},
@@ -360,4 +361,58 @@ func TestCut(t *testing.T) {
 	if got := cut("aé", 2); got != "a" {
 		t.Errorf("cut on a rune boundary: %q", got)
 	}
+}
+
+// One config for CRI-O and containerd nodes: the first endpoint whose
+// socket exists is asked; with none, the message names every socket looked
+// for (and fits NPD's 80 bytes for the shipped pair).
+func TestEndpointList(t *testing.T) {
+	rt := &fakeRuntime{}
+	rt.set(statusResp(cond(false, "not ready"), plugins(absentPlugin)), false)
+	ep := serve(t, rt)
+	missing := "unix://" + filepath.Join(shortDir(t), "crio.sock")
+	t.Run("first existing socket", func(t *testing.T) {
+		code, msg, _ := runCheck(t, "--runtime-endpoint", missing+","+ep)
+		if code != exitNonOK || msg != "20-guard not registered" {
+			t.Errorf("got %d %q", code, msg)
+		}
+	})
+	t.Run("an existing socket is asked even if a later one answers", func(t *testing.T) {
+		sock := filepath.Join(shortDir(t), "dead.sock")
+		l, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.(*net.UnixListener).SetUnlinkOnClose(false)
+		l.Close()
+		code, msg, _ := runCheck(t, "--runtime-endpoint", "unix://"+sock+","+ep, "--timeout", "5s")
+		if code != exitUnknown || msg != "runtime not answering: "+sock {
+			t.Errorf("got %d %q", code, msg)
+		}
+	})
+	t.Run("no socket", func(t *testing.T) {
+		code, msg, _ := runCheck(t, "--runtime-endpoint", "unix:///run/nrigate-t/crio.sock,unix:///run/nrigate-t/containerd.sock")
+		want := "no runtime socket: /run/nrigate-t/crio.sock, /run/nrigate-t/containerd.sock"
+		if code != exitUnknown || msg != want {
+			t.Errorf("got %d %q, want %q", code, msg, want)
+		}
+		code, msg, _ = runCheck(t, "--runtime-endpoint", "unix:///var/run/crio/crio.sock,unix:///run/containerd/containerd.sock")
+		if _, err := os.Stat("/var/run/crio/crio.sock"); err == nil {
+			t.Skip("this host has a CRI-O socket")
+		}
+		if _, err := os.Stat("/run/containerd/containerd.sock"); err == nil {
+			t.Skip("this host has a containerd socket")
+		}
+		want = "no runtime socket: /var/run/crio/crio.sock, /run/containerd/containerd.sock"
+		if code != exitUnknown || msg != want {
+			t.Errorf("got %d %q, want %q (the shipped pair must fit 80 bytes)", code, msg, want)
+		}
+	})
+	t.Run("every endpoint checked", func(t *testing.T) {
+		code, msg, stderr := runCheck(t, "--runtime-endpoint", ep+",/run/containerd/containerd.sock")
+		if code != exitUnknown || !strings.Contains(msg, `"/run/containerd/containerd.sock"`) ||
+			!strings.Contains(stderr, `"/run/containerd/containerd.sock": want unix:///path/to/runtime.sock`) {
+			t.Errorf("got %d %q, stderr %q", code, msg, stderr)
+		}
+	})
 }
