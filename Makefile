@@ -29,11 +29,13 @@ GO ?= go
 # The module's Go toolchain lives in /usr/local/go on the CI machines.
 export PATH := /usr/local/go/bin:$(shell $(GO) env GOPATH 2>/dev/null)/bin:$(PATH)
 
-# gcc and libc6-dev are needed by go test -race (cgo) and CRI-O's pinns.
+# gcc and libc6-dev are needed by go test -race (cgo) and CRI-O's pinns;
+# libseccomp-dev and pkg-config by CRI-O's seccomp support (its seccomp build
+# tag, contrib/cri-o/build.sh).
 GOTEST_FLAGS ?= -race -count=1
 BATS ?= bats
 CRICTL_VERSION ?= v1.37.0
-APT_PACKAGES := runc conmon bats busybox-static jq gcc libc6-dev iproute2 curl containernetworking-plugins git
+APT_PACKAGES := runc conmon bats busybox-static jq gcc libc6-dev pkg-config libseccomp-dev iproute2 curl containernetworking-plugins git
 # The runtime make demo runs on (crio or containerd).
 RUNTIME ?= crio
 
