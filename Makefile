@@ -13,7 +13,8 @@
 #   make test-go        Go tests of the root module (not test/e2e), -race
 #   make test-unit      the same under -short
 #   make fuzz           the fuzz targets of NRI's label selector and policy scope, briefly
-#   make lint           gofmt and go vet
+#   make lint           gofmt, go vet and check-docs (the docs' examples
+#                       against the shipped files, test/install.mk)
 #   make bench          NRI's policy benchmarks (contrib/nri/build.sh bench), then
 #                       bin/nri-bench on CRI-O, then on containerd
 #   make install-deps   the Debian packages and crictl the suites need
@@ -51,6 +52,7 @@ RUNTIME_TESTS :=
 -include contrib/cri-o/crio.mk
 -include contrib/containerd/containerd.mk
 -include test/runtimes.mk
+-include test/install.mk
 -include test/k8s/k8s.mk
 
 .PHONY: all build prebuild test test-go test-unit fuzz lint bench install-deps run demo clean
@@ -116,7 +118,7 @@ bench: build crio containerd
 	bash contrib/nri/build.sh bench
 	./bin/nri-bench -runtimes crio,containerd $(BENCH_FLAGS)
 
-lint:
+lint: check-docs
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
