@@ -23,7 +23,8 @@
 # The series' own targets (nri, nri-check, crio, containerd, test-crio,
 # test-bats-crio, test-e2e-crio, parity, test-k8s, ...) are in
 # contrib/nri/nri.mk, contrib/cri-o/crio.mk, contrib/containerd/containerd.mk,
-# test/runtimes.mk and test/k8s/k8s.mk.
+# test/runtimes.mk, test/install.mk (test-install: docs/install.md as
+# written) and test/k8s/k8s.mk.
 
 SHELL := /bin/bash
 GO ?= go
@@ -32,11 +33,13 @@ export PATH := /usr/local/go/bin:$(shell $(GO) env GOPATH 2>/dev/null)/bin:$(PAT
 
 # gcc and libc6-dev are needed by go test -race (cgo) and CRI-O's pinns;
 # libseccomp-dev and pkg-config by CRI-O's seccomp support (its seccomp build
-# tag, contrib/cri-o/build.sh).
+# tag, contrib/cri-o/build.sh); make and ca-certificates by docs/install.md's
+# recipe (test/install.bats runs it with /usr read-only: what it installs
+# must be here).
 GOTEST_FLAGS ?= -race -count=1
 BATS ?= bats
 CRICTL_VERSION ?= v1.37.0
-APT_PACKAGES := runc conmon bats busybox-static jq gcc libc6-dev pkg-config libseccomp-dev iproute2 curl containernetworking-plugins git
+APT_PACKAGES := runc conmon bats busybox-static jq gcc libc6-dev make ca-certificates pkg-config libseccomp-dev iproute2 curl containernetworking-plugins git
 # The runtime make demo runs on (crio or containerd).
 RUNTIME ?= crio
 

@@ -10,7 +10,11 @@
 #   - no unmarked toml block of the docs below shows a shipped drop-in's
 #     table (the key "10-device-injector", "20-ulimit-adjuster"): such an
 #     example must say which file it is, and be checked;
-#   - plugins need no rebuild (docs/install.md): no patch of the NRI series
+#   - docs/install.md: every ```sh block is marked for test/install.bats
+#     (test/install/recipe.sh), and every package its apt-get lines install
+#     is in the Makefile's APT_PACKAGES (make install-deps installs them
+#     before the test, which runs with /usr read-only);
+#   - docs/install.md, "Plugins need no rebuild": no patch of the NRI series
 #     touches pkg/api or pkg/stub, and go.mod builds nri-faulty (the test
 #     plugin of every suite) against the released NRI v0.12.5.
 set -euo pipefail
@@ -65,7 +69,7 @@ while IFS=: read -r file line marker; do
 done < <(grep -n -H -E '^<!-- (shipped|excerpt): [^ ]+( [^ ]+)* -->$' $docs)
 
 # Unmarked toml blocks with a shipped drop-in's key.
-for file in README.md docs/cri-o.md docs/containerd.md docs/crio.conf.5.md docs/kubernetes-rollout.md contrib/nri/README.md; do
+for file in README.md docs/cri-o.md docs/containerd.md docs/crio.conf.5.md docs/install.md docs/kubernetes-rollout.md contrib/nri/README.md; do
 	awk -v f="$file" '
 		/^```toml/ { inb = 1; start = NR; marked = (prev ~ /^<!-- (shipped|excerpt): /); next }
 		inb && /^```/ { inb = 0; next }
@@ -76,7 +80,17 @@ for file in README.md docs/cri-o.md docs/containerd.md docs/crio.conf.5.md docs/
 	' "$file" >&2 || bad=1
 done
 
-# Plugins need no rebuild (docs/install.md).
+# docs/install.md: every sh block marked; its packages installed first.
+for tag in prepare crio containerd; do
+	test/install/recipe.sh docs/install.md "$tag" >/dev/null || { fail "docs/install.md: the blocks for $tag"; }
+done
+apt_packages=$(sed -n 's/^APT_PACKAGES := //p' Makefile)
+for pkg in $(awk '/^```sh/ { inb = 1; next } /^```/ { inb = 0 } inb' docs/install.md |
+	sed -e ':a' -e '/\\$/N; s/\\\n//; ta' | grep -o 'apt-get install [^|&;]*' | tr ' ' '\n' | grep -v -e '^-' -e '^apt-get$' -e '^install$' -e '^$'); do
+	[[ " $apt_packages " == *" $pkg "* ]] || fail "docs/install.md installs $pkg, which the Makefile's APT_PACKAGES lacks (make install-deps must install it before test/install.bats)"
+done
+
+# docs/install.md, "Plugins need no rebuild".
 touched=$(grep -h '^+++ b/' contrib/nri/patches/*.patch | sed 's|^+++ b/||' | grep -E '^pkg/(api|stub)/' || true)
 [[ -z $touched ]] || fail "the NRI series touches $(tr '\n' ' ' <<<"$touched")- docs/install.md says plugins need no rebuild"
 # ... and nri-faulty, which every suite runs against the patched runtimes,
@@ -87,4 +101,4 @@ touched=$(grep -h '^+++ b/' contrib/nri/patches/*.patch | sed 's|^+++ b/||' | gr
 
 ((checked > 0)) || fail "no marked example found"
 ((bad == 0)) || exit 1
-echo "check-docs: $checked marked examples match their files; the NRI series leaves pkg/api and pkg/stub alone; nri-faulty builds against NRI v0.12.5"
+echo "check-docs: $checked marked examples match their files; docs/install.md's blocks are marked and its packages are in APT_PACKAGES; the NRI series leaves pkg/api and pkg/stub alone; nri-faulty builds against NRI v0.12.5"
