@@ -13,7 +13,8 @@
 #   make test-go        Go tests of the root module (not test/e2e), -race
 #   make test-unit      the same under -short
 #   make fuzz           the fuzz targets of NRI's label selector and policy scope, briefly
-#   make lint           gofmt and go vet
+#   make lint           gofmt, go vet and check-docs (the docs' examples
+#                       against the shipped files, test/install.mk)
 #   make bench          NRI's policy benchmarks (contrib/nri/build.sh bench), then
 #                       bin/nri-bench on CRI-O, then on containerd
 #   make install-deps   the Debian packages and crictl the suites need
@@ -22,18 +23,23 @@
 # The series' own targets (nri, nri-check, crio, containerd, test-crio,
 # test-bats-crio, test-e2e-crio, parity, test-k8s, ...) are in
 # contrib/nri/nri.mk, contrib/cri-o/crio.mk, contrib/containerd/containerd.mk,
-# test/runtimes.mk and test/k8s/k8s.mk.
+# test/runtimes.mk, test/install.mk (test-install: docs/install.md as
+# written) and test/k8s/k8s.mk.
 
 SHELL := /bin/bash
 GO ?= go
 # The module's Go toolchain lives in /usr/local/go on the CI machines.
 export PATH := /usr/local/go/bin:$(shell $(GO) env GOPATH 2>/dev/null)/bin:$(PATH)
 
-# gcc and libc6-dev are needed by go test -race (cgo) and CRI-O's pinns.
+# gcc and libc6-dev are needed by go test -race (cgo) and CRI-O's pinns;
+# libseccomp-dev and pkg-config by CRI-O's seccomp support (its seccomp build
+# tag, contrib/cri-o/build.sh); make and ca-certificates by docs/install.md's
+# recipe (test/install.bats runs it with /usr read-only: what it installs
+# must be here).
 GOTEST_FLAGS ?= -race -count=1
 BATS ?= bats
 CRICTL_VERSION ?= v1.37.0
-APT_PACKAGES := runc conmon bats busybox-static jq gcc libc6-dev iproute2 curl containernetworking-plugins git
+APT_PACKAGES := runc conmon bats busybox-static jq gcc libc6-dev make ca-certificates pkg-config libseccomp-dev iproute2 curl containernetworking-plugins git
 # The runtime make demo runs on (crio or containerd).
 RUNTIME ?= crio
 
@@ -49,6 +55,7 @@ RUNTIME_TESTS :=
 -include contrib/cri-o/crio.mk
 -include contrib/containerd/containerd.mk
 -include test/runtimes.mk
+-include test/install.mk
 -include test/k8s/k8s.mk
 
 .PHONY: all build prebuild test test-go test-unit fuzz lint bench install-deps run demo clean
@@ -114,7 +121,7 @@ bench: build crio containerd
 	bash contrib/nri/build.sh bench
 	./bin/nri-bench -runtimes crio,containerd $(BENCH_FLAGS)
 
-lint:
+lint: check-docs
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...

@@ -39,7 +39,18 @@ VERSION=${CONTAINERD_VERSION:-v2.4.2}
 MOD=github.com/containerd/containerd/v2
 OUT=$REPO/build/containerd
 BIN=${CONTAINERD_BINDIR:-$REPO/bin}
-TAGS="no_btrfs no_devmapper no_zfs"
+# containerd's default build (its Makefile: BUILDTAGS empty plus
+# urfave_cli_no_docs), as its releases and nodes run it: the btrfs, devmapper
+# and zfs snapshotters built in (btrfs is cgo on the kernel's headers,
+# linux-libc-dev, which libc6-dev brings), seccomp profiles in Go (runc
+# applies them). The shim as the Makefile builds it: CGO_ENABLED=0, tag
+# no_grpc.
+TAGS="urfave_cli_no_docs"
+SHIM_TAGS="$TAGS no_grpc"
+# -trimpath: no build path in the binaries, and the Go build cache serves
+# the same tree built in another directory (docs/install.md's recipe, which
+# test/install.bats runs in a fresh clone).
+BUILDFLAGS="-trimpath"
 export GOFLAGS="-buildvcs=false"
 GO=${GO:-go}
 # The golangci-lint containerd's CI runs (.github/workflows/ci.yml of
@@ -93,7 +104,8 @@ cmd_build() {
 	prepare "$OUT/src"
 	mkdir -p "$BIN"
 	echo "building containerd $VERSION with $(patches | wc -l) patches (vendor/, -mod=vendor)"
-	(cd "$OUT/src" && $GO build -mod=vendor -tags "$TAGS" -o "$BIN/" ./cmd/containerd ./cmd/containerd-shim-runc-v2 ./cmd/ctr)
+	(cd "$OUT/src" && $GO build -mod=vendor $BUILDFLAGS -tags "$TAGS" -o "$BIN/" ./cmd/containerd ./cmd/ctr)
+	(cd "$OUT/src" && CGO_ENABLED=0 $GO build -mod=vendor $BUILDFLAGS -tags "$SHIM_TAGS" -o "$BIN/" ./cmd/containerd-shim-runc-v2)
 	echo "$hash" >"$OUT/stamp"
 	echo "built bin/containerd bin/containerd-shim-runc-v2 bin/ctr in $((SECONDS - start))s"
 }

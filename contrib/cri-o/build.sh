@@ -42,7 +42,23 @@ VERSION=${CRIO_VERSION:-v1.36.3}
 MOD=github.com/cri-o/cri-o
 OUT=$REPO/build/cri-o
 BIN=${CRIO_BINDIR:-$REPO/bin}
-TAGS="exclude_graphdriver_btrfs exclude_graphdriver_devicemapper containers_image_openpgp"
+# The tags CRI-O's release builds use (nix/derivation.nix of v1.36.3:
+# seccomp apparmor selinux exclude_graphdriver_btrfs, there with static
+# linking and gpgme), as nodes run it: seccomp needs libseccomp-dev and
+# pkg-config (make install-deps) and links libseccomp.so.2; without the tag
+# CRI-O builds fine with seccomp silently off (`crio version`:
+# SeccompEnabled false). apparmor and selinux are pure Go (on a host with
+# AppArmor, CRI-O loads its default profile, as packaged CRI-O does).
+# containers_image_openpgp: Go's OpenPGP for signature checks instead of
+# gpgme (what CRI-O's Makefile picks where gpgme-config is installed; no
+# libgpgme at run time). btrfs is excluded as in the release (it would need
+# libbtrfs-dev).
+TAGS="seccomp apparmor selinux exclude_graphdriver_btrfs containers_image_openpgp"
+# The binaries build with -trimpath, as CRI-O's Makefile builds them
+# (TRIMPATH ?= -trimpath): no build path in them, and the Go build cache
+# serves the same tree built in another directory (docs/install.md's
+# recipe, which test/install.bats runs in a fresh clone).
+BUILDFLAGS="-trimpath"
 # CRI-O's unit tests build with the "test" tag (its test injection files).
 TESTTAGS="test $TAGS"
 export GOFLAGS="-mod=vendor -buildvcs=false"
@@ -99,8 +115,8 @@ cmd_build() {
 	prepare "$OUT/src"
 	mkdir -p "$BIN"
 	echo "building CRI-O $VERSION with $(patches | wc -l) patches (-mod=vendor)"
-	(cd "$OUT/src" && $GO build -tags "$TAGS" -o "$BIN/crio" ./cmd/crio)
-	(cd "$OUT/src" && $GO build -tags "$TAGS" -o "$BIN/crio-copyimg" ./test/copyimg)
+	(cd "$OUT/src" && $GO build $BUILDFLAGS -tags "$TAGS" -o "$BIN/crio" ./cmd/crio)
+	(cd "$OUT/src" && $GO build $BUILDFLAGS -tags "$TAGS" -o "$BIN/crio-copyimg" ./test/copyimg)
 	make -s -C "$OUT/src/pinns" >/dev/null
 	cp "$OUT/src/bin/pinns" "$BIN/pinns"
 	echo "$hash" >"$OUT/stamp"
@@ -129,8 +145,8 @@ cmd_bench() {
 	rm -f "$OUT/bench.stamp"
 	prepare "$OUT/bench"
 	mkdir -p "$bin"
-	(cd "$OUT/bench" && $GO build -tags "$TAGS" -o "$bin/crio" ./cmd/crio)
-	(cd "$OUT/bench" && $GO build -tags "$TAGS" -o "$bin/crio-copyimg" ./test/copyimg)
+	(cd "$OUT/bench" && $GO build $BUILDFLAGS -tags "$TAGS" -o "$bin/crio" ./cmd/crio)
+	(cd "$OUT/bench" && $GO build $BUILDFLAGS -tags "$TAGS" -o "$bin/crio-copyimg" ./test/copyimg)
 	make -s -C "$OUT/bench/pinns" >/dev/null
 	cp "$OUT/bench/bin/pinns" "$bin/pinns"
 	echo "$hash" >"$OUT/bench.stamp"

@@ -31,6 +31,10 @@
 #   build.sh export   the commits of build/nri/edit as contrib/nri/patches
 #   build.sh lint-tool the path of the golangci-lint NRI pins, installed on
 #                     first use
+#   build.sh tree DIR the patched NRI tree (v0.12.5 + the series, git am) in
+#                     DIR, a new directory, for a CRI-O or containerd tree of
+#                     your own to replace github.com/containerd/nri with
+#                     (docs/cri-o.md, docs/containerd.md)
 #
 # The pristine source is the released module (go mod download).
 set -euo pipefail
@@ -231,13 +235,24 @@ cmd_export() {
 	export_series "$dir" "$base"
 }
 
+# cmd_tree DIR: prepare's tree in DIR, which must not exist yet (prepare
+# removes its target first).
+cmd_tree() {
+	local dst=${1:-}
+	[[ -n $dst ]] || { echo "usage: $0 tree DIR (a new directory)" >&2; return 2; }
+	[[ ! -e $dst ]] || { echo "$0 tree: $dst exists: give a new directory" >&2; return 1; }
+	prepare "$dst"
+	echo "$dst: NRI $VERSION with $(patches | wc -l) patches (git log shows them); replace github.com/containerd/nri with it"
+}
+
 case ${1:-build} in
 build) cmd_build ;;
+tree) shift; cmd_tree "$@" ;;
 check) cmd_check ;;
 selector) cmd_selector ;;
 bench) cmd_bench ;;
 edit) cmd_edit ;;
 export) cmd_export ;;
 lint-tool) golangci_lint "$GOLANGCI_LINT_VERSION" ;;
-*) echo "usage: $0 build|check|selector|bench|edit|export|lint-tool" >&2; exit 2 ;;
+*) echo "usage: $0 build|check|selector|bench|edit|export|lint-tool|tree DIR" >&2; exit 2 ;;
 esac

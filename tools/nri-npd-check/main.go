@@ -18,7 +18,11 @@
 // condition: no policy, or an unpatched runtime); 2 when the socket is
 // missing, the runtime does not answer within --timeout (keep it below the
 // rule's timeout, so that NPD does not kill the check first) or its
-// verbose "nri" entry cannot be decoded.
+// verbose "nri" entry cannot be decoded. With --drop-ins GLOB[,GLOB...]
+// (the runtime's drop-in files), no NRIPluginsReady condition while one of
+// those files has a required_plugins table is 1 too: the runtime ignores
+// the table (it is not patched, or does not read the file), which it never
+// says itself.
 //
 // --runtime-endpoint may list several endpoints, comma-separated: the first
 // whose socket exists is asked, as crictl picks one of its default
@@ -46,6 +50,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -79,6 +84,7 @@ type options struct {
 	maxOutput int
 	mode      string
 	stateFile string
+	dropIns   string
 }
 
 // run is the program; it returns the exit code.
@@ -91,6 +97,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.maxOutput, "max-output-length", defaultMaxOutput, "the longest message to print (NPD's max_output_length)")
 	fs.StringVar(&o.mode, "mode", modeCondition, "condition (NPD permanent rule) or went-down (NPD temporary rule, needs --state-file)")
 	fs.StringVar(&o.stateFile, "state-file", "", "went-down: where the plugins' states of the previous run are kept")
+	fs.StringVar(&o.dropIns, "drop-ins", "", "condition: comma-separated globs of the runtime's drop-in files (/etc/crio/crio.conf.d/*.conf); a required_plugins table in one while the runtime reports no NRIPluginsReady is a problem")
 	if err := fs.Parse(args); err != nil {
 		fmt.Fprintf(stdout, "nri-npd-check: bad arguments: %v\n", err)
 		return exitUnknown
@@ -158,6 +165,13 @@ func (o options) validate(rest []string) string {
 		return "--mode went-down needs --state-file"
 	case o.mode == modeCondition && o.stateFile != "":
 		return "--state-file is for --mode went-down only"
+	case o.mode == modeWentDown && o.dropIns != "":
+		return "--drop-ins is for --mode condition only"
+	}
+	for _, g := range dropInGlobs(o.dropIns) {
+		if _, err := filepath.Match(g, ""); err != nil {
+			return fmt.Sprintf("--drop-ins %q: %v", g, err)
+		}
 	}
 	return ""
 }
@@ -221,6 +235,12 @@ func check(ctx context.Context, o options, stderr io.Writer) (int, string) {
 	case problem != "":
 		return exitUnknown, problem
 	case !r.present:
+		if file := requiringDropIn(o.dropIns, stderr); file != "" {
+			fmt.Fprintf(stderr, "nri-npd-check: %s has required_plugins tables, but the runtime at %s reports no %s "+
+				"condition: it is not patched, or does not read that file (containerd: its config's imports)\n",
+				file, o.endpoint, cristatus.ConditionNRIPluginsReady)
+			return exitNonOK, "runtime ignores the required NRI plugins of " + filepath.Base(file)
+		}
 		return exitOK, "no NRI plugin is required by the runtime"
 	case r.ready:
 		return exitOK, fmt.Sprintf("all %d instances of required NRI plugins ready", len(r.plugins))
@@ -237,6 +257,42 @@ func check(ctx context.Context, o options, stderr io.Writer) (int, string) {
 		return exitNonOK, r.message
 	}
 	return exitNonOK, list(down, o.maxOutput)
+}
+
+func dropInGlobs(s string) []string {
+	var globs []string
+	for _, g := range strings.Split(s, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			globs = append(globs, g)
+		}
+	}
+	return globs
+}
+
+// requiredTable matches the header of a required plugin's table in either
+// runtime's spelling: [crio.nri.required_plugins."X"],
+// [plugins."io.containerd.nri.v1.nri".required_plugins."X"], and their
+// [[....exempt]] tables.
+var requiredTable = regexp.MustCompile(`(?m)^[ \t]*\[\[?[^\]#\n]*\.required_plugins\.`)
+
+// requiringDropIn: the first file of the globs of DROPINS (in name order)
+// that has a required plugin's table, or "".
+func requiringDropIn(dropIns string, stderr io.Writer) string {
+	for _, g := range dropInGlobs(dropIns) {
+		files, _ := filepath.Glob(g)
+		sort.Strings(files)
+		for _, f := range files {
+			data, err := os.ReadFile(f)
+			if err != nil {
+				fmt.Fprintln(stderr, "nri-npd-check:", err)
+				continue
+			}
+			if requiredTable.Match(data) {
+				return f
+			}
+		}
+	}
+	return ""
 }
 
 // list joins ITEMS with ", " into at most MAX bytes, ending with "+N more"

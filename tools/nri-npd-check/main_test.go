@@ -416,3 +416,66 @@ func TestEndpointList(t *testing.T) {
 		}
 	})
 }
+
+// A runtime that reports no NRIPluginsReady while one of --drop-ins has a
+// required plugin's table ignores that table (unpatched, or not reading
+// the file): a problem, naming the file.
+func TestIgnoredDropIn(t *testing.T) {
+	dir := shortDir(t)
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("10-base.conf", "[crio.runtime]\n# [crio.nri.required_plugins.\"commented\"]\n")
+	crio := filepath.Join(dir, "*.conf")
+	containerd := filepath.Join(dir, "*.toml")
+	tests := []struct {
+		name, file, content, globs string
+		resp                       *runtimeapi.StatusResponse
+		code                       int
+		msg                        string
+	}{
+		{name: "no drop-in requires a plugin", globs: crio, resp: statusResp(nil, ""),
+			code: exitOK, msg: "no NRI plugin is required by the runtime"},
+		{name: "CRI-O drop-in ignored", file: "20-device-injector.conf", globs: crio,
+			content: "[crio.nri.required_plugins.\"10-device-injector\"]\nfail_policy = \"fail\"\n",
+			resp:    statusResp(nil, ""), code: exitNonOK,
+			msg: "runtime ignores the required NRI plugins of 20-device-injector.conf"},
+		{name: "containerd drop-in ignored, second glob", file: "20-device-injector.toml", globs: "/nonexistent/*.conf," + containerd,
+			content: "version = 3\n  [[plugins.'io.containerd.nri.v1.nri'.required_plugins.'guard'.exempt]]\n",
+			resp:    statusResp(nil, ""), code: exitNonOK,
+			msg: "runtime ignores the required NRI plugins of 20-device-injector.toml"},
+		{name: "the runtime knows the tables", file: "30-guard.conf", globs: crio,
+			content: "[crio.nri.required_plugins.\"guard\"]\n",
+			resp:    statusResp(cond(false, "x"), plugins(absentPlugin)), code: exitNonOK, msg: "20-guard not registered"},
+		{name: "default validator's key is no table", file: "40-validator.toml", globs: containerd,
+			content: "[plugins.\"io.containerd.nri.v1.nri\".default_validator]\nrequired_plugins = [\"guard\"]\n",
+			resp:    statusResp(nil, ""), code: exitOK, msg: "no NRI plugin is required by the runtime"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.file != "" {
+				write(tc.file, tc.content)
+				defer os.Remove(filepath.Join(dir, tc.file))
+			}
+			ep := serve(t, &fakeRuntime{resp: tc.resp})
+			code, msg, stderr := runCheck(t, "--runtime-endpoint", ep, "--drop-ins", tc.globs)
+			if code != tc.code || msg != tc.msg {
+				t.Errorf("got %d %q, want %d %q (stderr %q)", code, msg, tc.code, tc.msg, stderr)
+			}
+			if tc.code == exitNonOK && tc.file != "" && strings.Contains(tc.msg, "ignores") &&
+				!strings.Contains(stderr, filepath.Join(dir, tc.file)) {
+				t.Errorf("stderr %q does not name %s", stderr, tc.file)
+			}
+		})
+	}
+	code, msg, _ := runCheck(t, "--runtime-endpoint", "unix:///x.sock", "--drop-ins", "[", "--timeout", "1s")
+	if code != exitUnknown || !strings.Contains(msg, "--drop-ins") {
+		t.Errorf("a bad glob: got %d %q", code, msg)
+	}
+	code, msg, _ = runCheck(t, "--runtime-endpoint", "unix:///x.sock", "--mode", "went-down", "--state-file", "/tmp/x", "--drop-ins", crio)
+	if code != exitUnknown || !strings.Contains(msg, "--drop-ins is for --mode condition only") {
+		t.Errorf("--drop-ins with went-down: got %d %q", code, msg)
+	}
+}
