@@ -156,7 +156,8 @@ needs its own runtime's alone in the config):
 |---|---|---|
 | a required plugin not ready | 1 | `True`, reason `NRIPluginsNotReady`, message naming each such plugin and its state as the `nri` entry has it: `20-ulimit-adjuster not registered, 10-device-injector disconnected` (cut at 80 bytes, NPD's default, with `+N more`) |
 | every required plugin ready | 0 | `False`, reason `NRIPluginsReady`, the config's default message ("every NRI plugin the runtime requires is ready, or none is required") |
-| no `NRIPluginsReady` condition: no plugin required, or an unpatched runtime | 0 | the same `False` (the check itself says "no NRI plugin is required by the runtime"; NPD does not copy an OK check's output onto the Node) |
+| no `NRIPluginsReady` condition while a drop-in of `--drop-ins` has a `required_plugins` table: an unpatched runtime, or one not reading that file | 1 | `True`, `runtime ignores the required NRI plugins of FILE` |
+| no `NRIPluginsReady` condition, and no such drop-in: no plugin required | 0 | the same `False` (the check itself says "no NRI plugin is required by the runtime"; NPD does not copy an OK check's output onto the Node) |
 | no socket: the runtime not running, or elsewhere | 2 | `Unknown`, `no runtime socket: /var/run/crio/crio.sock, /run/containerd/containerd.sock` (with one endpoint configured: `runtime socket missing: PATH`) |
 | no answer within `--timeout` (default 3 s; keep it below the rule's `timeout`) | 2 | `Unknown`, `runtime did not answer within 3s: PATH` |
 | the socket refuses, or `Status` fails | 2 | `Unknown`, `runtime not answering: PATH` |
@@ -182,12 +183,15 @@ How it runs on a node:
   (`kustomization.yaml`; its name carries a hash of the content, so a changed config rolls the
   DaemonSet). From the node it mounts the check's directory `/opt/nrigate/bin` and both runtimes'
   socket *directories*, `/var/run/crio` and `/run/containerd`, read-only (a mounted socket file would
-  not follow a restarted runtime's new socket; a read-only mount still lets the check connect). All
-  three are `DirectoryOrCreate`: a missing directory never holds the pod in `ContainerCreating`. On a
+  not follow a restarted runtime's new socket; a read-only mount still lets the check connect), and
+  both runtimes' drop-in directories, `/etc/crio/crio.conf.d` and `/etc/containerd/conf.d`, read-only
+  for the check's `--drop-ins` (a drop-in requiring plugins on a runtime that reports no
+  `NRIPluginsReady` is reported: that runtime ignores it). All five are `DirectoryOrCreate`: a missing
+  directory never holds the pod in `ContainerCreating`. On a
   node without the check NPD exits at start, logging `rule path "/opt/nrigate/bin/nri-npd-check" does
   not exist`, and restarts with back-off until the check is installed. To pull NPD from a mirror,
   add an `images:` entry to the kustomization (the test does exactly that). An NPD you already run
-  needs only the config added to its `--config.custom-plugin-monitor` list and the three mounts.
+  needs only the config added to its `--config.custom-plugin-monitor` list and the five mounts.
 - **systemd**: NPD's binary with the same config file, ordered after the runtime:
 
   ```ini
@@ -236,6 +240,13 @@ plugin's exemption covers both DaemonSets' pods (`app.kubernetes.io/name in (dev
 ulimit-adjuster)` in `nri-plugins`), while the first plugin's shipped exemption covers only its own
 pod, so ulimit-adjuster's pod waits for device-injector: an order, not a cycle. With one of them
 down, pods are refused naming the missing one and the Node condition names it alone (shown below).
+
+EOF
+	# The rollout order and the rollback: docs/kubernetes-rollout.md, a
+	# section of its own that docs/install.md links too.
+	echo
+	cat docs/kubernetes-rollout.md
+	cat <<'EOF'
 
 ## What the end-to-end test shows
 EOF

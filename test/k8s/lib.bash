@@ -896,6 +896,14 @@ k8s_down() {
 		ip addr del "$a/32" dev lo 2>/dev/null
 	done
 	k8s_restore_sysctls
+	# NPD's DaemonSet mounts both runtimes' drop-in directories
+	# (DirectoryOrCreate), which live under the host's /etc here: the
+	# kubelet made the ones that were not there, empty.
+	local p
+	for p in /etc/crio/crio.conf.d /etc/containerd/conf.d; do
+		grep -qx "exists: $p" "$K8S_WORK/host.before" 2>/dev/null || rmdir "$p" 2>/dev/null
+		grep -qx "exists: ${p%/*}" "$K8S_WORK/host.before" 2>/dev/null || rmdir "${p%/*}" 2>/dev/null
+	done
 	# Nothing of the host's iptables rules or /etc/cni may have changed.
 	if [[ -f $K8S_WORK/host.before ]]; then
 		if host_snapshot | diff "$K8S_WORK/host.before" - >"$K8S_WORK/logs/host.diff"; then
@@ -932,7 +940,8 @@ k8s_restore_sysctls() {
 # write outside its --root-dir exist, to compare before and after.
 host_snapshot() {
 	local p
-	for p in /var/lib/kubelet /var/log/pods /var/log/containers /opt/nrigate; do
+	for p in /var/lib/kubelet /var/log/pods /var/log/containers /opt/nrigate \
+		/etc/crio /etc/crio/crio.conf.d /etc/containerd /etc/containerd/conf.d; do
 		[[ -e $p ]] && echo "exists: $p"
 	done
 	local t
