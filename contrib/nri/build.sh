@@ -23,9 +23,10 @@
 #                     summarized with benchstat: the CreateContainer relay
 #                     with and without the plugin required (and the two
 #                     interleaved request by request, whose ratio per round
-#                     gives a median and 95 % interval), the decision for
-#                     0/1/8/32 ready required plugins, and how soon 1000
-#                     waiting requests are released
+#                     gives a median and 95 % interval), the relay without
+#                     and with WithFailedCreationUndo (interleaved too), the
+#                     decision for 0/1/8/32 ready required plugins, and how
+#                     soon 1000 waiting requests are released
 #   build.sh edit     build/nri/edit: a tree to change the series in (commit
 #                     there, then export)
 #   build.sh export   the commits of build/nri/edit as contrib/nri/patches
@@ -95,6 +96,7 @@ cmd_check() {
 		check_tree "$src" "$dir" "$lint" || bad=1
 	done
 	(cd "$dir" && git checkout -q "$head")
+	check_gate_mutation "$dir" || bad=1
 	check_api "$src" "$dir" || bad=1
 	((bad == 0)) || { echo "nri-check failed" >&2; return 1; }
 	echo "nri-check ok"
@@ -119,6 +121,40 @@ check_tree() {
 		echo "go test -race $pkgs"
 		(cd "$dir" && $GO test -race -count=1 $pkgs) || bad=1
 	fi
+	return "$bad"
+}
+
+# check_gate_mutation DIR: the relay's gate confirms answers, it does not
+# count on every path that skips a plugin to report it. A copy of DIR with
+# a "continue" added to each gated relay loop (RunPodSandbox,
+# CreateContainer, UpdateContainer, and the validators of CreateContainer),
+# so that the relay skips every plugin without telling the gate, must
+# refuse the requests of TestRequiredPluginInTime and of
+# TestRequiredValidator/approves, which a ready required plugin answers,
+# each with the gate's refusal for an instance that did not answer.
+check_gate_mutation() {
+	local dir=$1 mut=$OUT/mutation out n event bad=0
+	rm -rf "$mut"
+	cp -r "$dir" "$mut"
+	perl -0pi -e 's/(gate\.skipped\(ctx, (?:plugin|p), Event_\w+\); err != nil \{\n(?:.*\n){2}\t\t\tcontinue\n\t\t\}\n)/$1\t\tcontinue \/\/ mutation: skip the plugin without telling the gate\n/g' \
+		"$mut/pkg/adaptation/adaptation.go"
+	n=$(grep -c '// mutation:' "$mut/pkg/adaptation/adaptation.go" || true)
+	if ((n != 4)); then
+		echo "gate mutation: $n relay loops mutated, want 4 (RunPodSandbox, CreateContainer, UpdateContainer, validators)"
+		return 1
+	fi
+	echo "gate mutation: go test of a copy whose 4 gated relay loops skip every plugin without telling the gate"
+	if out=$(cd "$mut" && $GO test -count=1 -run '^(TestRequiredPluginInTime|TestRequiredValidator)$' ./pkg/adaptation/ 2>&1); then
+		echo "gate mutation: the tests passed although the relay skipped the required plugins"
+		return 1
+	fi
+	for event in RunPodSandbox CreateContainer UpdateContainer ValidateContainerAdjustment; do
+		if ! grep -q "did not answer $event (the relay did not send it to the instance)" <<<"$out"; then
+			echo "gate mutation: no refusal of the skipped plugin for $event"
+			bad=1
+		fi
+	done
+	((bad == 0)) && echo "gate mutation: refused for each of the 4 loops"
 	return "$bad"
 }
 
@@ -185,7 +221,7 @@ cmd_bench() {
 	# the allocations (their times differ by more than the requirement's
 	# cost from one run to the next on a small machine).
 	bench() { (cd "$OUT/src/pkg/adaptation" && "$bin" -test.run '^$' -test.benchmem -test.bench "$1") | grep -E '^(Benchmark|goos|goarch|pkg|cpu)'; }
-	echo "$rounds rounds of adaptation.test -test.bench: CreateContainerRelay (required=0, =1, interleaved), RequiredPluginsDecision, RequiredPluginWaitersReleased"
+	echo "$rounds rounds of adaptation.test -test.bench: CreateContainerRelay (required=0, =1, interleaved; undo), RequiredPluginsDecision, RequiredPluginWaitersReleased"
 	: >"$out"
 	for ((i = 0; i < rounds; i++)); do
 		bench 'CreateContainerRelay|RequiredPluginsDecision|RequiredPluginWaitersReleased' >>"$out"
@@ -195,17 +231,21 @@ cmd_bench() {
 	echo "== CreateContainer relay, interleaved request by request"
 	"$benchstat" -filter '.name:CreateContainerRelayInterleaved' "$out"
 	awk '/^BenchmarkCreateContainerRelayInterleaved/ { for (k = 2; k <= NF; k++) if ($k == "required/none") print $(k - 1) }' "$out" |
-		paired_ratio
+		paired_ratio required/none
+	echo "== CreateContainer relay without and with WithFailedCreationUndo, interleaved request by request"
+	"$benchstat" -filter '.name:CreateContainerRelayUndo' "$out"
+	awk '/^BenchmarkCreateContainerRelayUndo/ { for (k = 2; k <= NF; k++) if ($k == "undo/plain") print $(k - 1) }' "$out" |
+		paired_ratio undo/plain
 	echo "== the decision, and 1000 waiting requests released once the plugin is synchronized"
-	"$benchstat" -filter '-.name:CreateContainerRelay -.name:CreateContainerRelayInterleaved' "$out"
+	"$benchstat" -filter '-.name:CreateContainerRelay -.name:CreateContainerRelayInterleaved -.name:CreateContainerRelayUndo' "$out"
 	echo "raw results: $out"
 }
 
-# paired_ratio: the median of the per-round ratios on stdin and its 95 %
-# interval by resampling the rounds (percentile bootstrap, 10000 draws).
-# Plain POSIX awk and sort: Debian's default awk (mawk) has no asort.
+# paired_ratio NAME: the median of the per-round ratios NAME on stdin and
+# its 95 % interval by resampling the rounds (percentile bootstrap, 10000
+# draws). Plain POSIX awk and sort: Debian's default awk (mawk) has no asort.
 paired_ratio() {
-	local ratios lo_hi
+	local name=$1 ratios lo_hi
 	ratios=$(cat)
 	lo_hi=$(awk 'BEGIN { srand(1) } { x[n++] = $1 }
 		function median(a, m,   i, j, t, b) {
@@ -215,9 +255,9 @@ paired_ratio() {
 		}
 		END { for (d = 0; d < 10000; d++) { for (i = 0; i < n; i++) s[i] = x[int(rand() * n)]; print median(s, n) } }' <<<"$ratios" |
 		sort -g | awk 'NR == 251 { lo = $1 } NR == 9751 { hi = $1 } END { printf "%.3f %.3f", lo, hi }')
-	sort -g <<<"$ratios" | awk -v lh="$lo_hi" '{ x[n++] = $1 } END {
+	sort -g <<<"$ratios" | awk -v lh="$lo_hi" -v name="$name" '{ x[n++] = $1 } END {
 		split(lh, b, " ")
-		printf "paired ratio required/none: median %.3f, 95%% interval [%.3f, %.3f] over %d rounds\n", n % 2 ? x[int(n / 2)] : (x[n / 2 - 1] + x[n / 2]) / 2, b[1], b[2], n
+		printf "paired ratio %s: median %.3f, 95%% interval [%.3f, %.3f] over %d rounds\n", name, n % 2 ? x[int(n / 2)] : (x[n / 2 - 1] + x[n / 2]) / 2, b[1], b[2], n
 	}'
 }
 

@@ -34,6 +34,10 @@ const (
 	// StateReady is the state of a plugin that is registered,
 	// synchronized and subscribed to every event it is required for.
 	StateReady = "ready"
+	// StateReplaced is the state of an instance that went away while
+	// another instance of the same required plugin was ready (a rolling
+	// update to another index): not a problem, and shown for a minute.
+	StateReplaced = "replaced"
 )
 
 // ErrNoSocket is returned (wrapped) by Dial when the endpoint's socket does
@@ -145,11 +149,13 @@ type Plugin struct {
 	// Index is the instance's index, empty for a required plugin of which
 	// no instance registered.
 	Index string `json:"index"`
-	// State is "ready", "not registered", "registered", "not subscribed"
-	// or "disconnected".
+	// State is "ready", "not registered", "registered", "not subscribed",
+	// "disconnected" or "replaced" (StateReplaced).
 	State string `json:"state"`
 	// LastError is the last transport error seen, if any.
 	LastError string `json:"last_error"`
+	// ReplacedBy is the instance that replaced a replaced instance.
+	ReplacedBy string `json:"replaced_by"`
 }
 
 // ID names the entry: the instance as INDEX-NAME where the entry has an
@@ -167,6 +173,10 @@ func (p Plugin) ID() string {
 
 // Ready tells whether the plugin's state is "ready".
 func (p Plugin) Ready() bool { return p.State == StateReady }
+
+// Down tells whether the entry is a problem: neither ready nor replaced
+// by another instance of the same plugin.
+func (p Plugin) Down() bool { return p.State != StateReady && p.State != StateReplaced }
 
 // NRIPlugins decodes the verbose "nri" info of RESP (a Status answer to a
 // verbose request). It fails if the entry is missing, is not a JSON object

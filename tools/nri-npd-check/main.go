@@ -13,9 +13,13 @@
 //
 // --mode condition (default), for NPD's permanent rule (condition
 // NRIPluginsNotReady): 1 while a required plugin is not ready, naming each
-// such plugin and its state ("10-device-injector not registered"); 0 when
-// all are ready, or when the runtime requires none (no NRIPluginsReady
-// condition: no policy, or an unpatched runtime); 2 when the socket is
+// such instance and its state ("10-device-injector not registered"); 0 when
+// all are ready, saying how many instances are in which state ("required
+// NRI plugins ready: 1 instance ready, 1 replaced": an instance another
+// one replaced, as in a rolling update to another index, is not a
+// problem and is listed for a minute), or when the runtime requires none
+// (no NRIPluginsReady condition: no policy, or an unpatched runtime); 2
+// when the socket is
 // missing, the runtime does not answer within --timeout (keep it below the
 // rule's timeout, so that NPD does not kill the check first) or its
 // verbose "nri" entry cannot be decoded. With --drop-ins GLOB[,GLOB...]
@@ -34,7 +38,8 @@
 //
 // --mode went-down --state-file FILE, for NPD's temporary rule (an event):
 // 1 when a required plugin that was ready at the previous run (recorded in
-// FILE) is not ready now, naming it; 0 otherwise, also when the runtime
+// FILE) is not ready now, naming it (an instance replaced by another did
+// not go down); 0 otherwise, also when the runtime
 // cannot be asked (the condition reports that; an event on every run would
 // be noise). The first run only records.
 //
@@ -243,11 +248,11 @@ func check(ctx context.Context, o options, stderr io.Writer) (int, string) {
 		}
 		return exitOK, "no NRI plugin is required by the runtime"
 	case r.ready:
-		return exitOK, fmt.Sprintf("all %d instances of required NRI plugins ready", len(r.plugins))
+		return exitOK, "required NRI plugins ready: " + list(countStates(r.plugins), o.maxOutput-len("required NRI plugins ready: "))
 	}
 	var down []string
 	for _, p := range r.plugins {
-		if !p.Ready() {
+		if p.Down() {
 			down = append(down, p.ID()+" "+p.State)
 		}
 	}
@@ -293,6 +298,35 @@ func requiringDropIn(dropIns string, stderr io.Writer) string {
 		}
 	}
 	return ""
+}
+
+// countStates says how many instances are in each state, "ready" first:
+// "1 instance ready", "2 instances ready, 1 replaced".
+func countStates(plugins []cristatus.Plugin) []string {
+	n := map[string]int{}
+	var states []string
+	for _, p := range plugins {
+		if n[p.State] == 0 && p.State != cristatus.StateReady {
+			states = append(states, p.State)
+		}
+		n[p.State]++
+	}
+	sort.Strings(states)
+	if n[cristatus.StateReady] > 0 || len(states) == 0 {
+		states = append([]string{cristatus.StateReady}, states...)
+	}
+	out := make([]string, len(states))
+	for i, st := range states {
+		out[i] = fmt.Sprintf("%d %s", n[st], st)
+		if i == 0 {
+			noun := "instances"
+			if n[st] == 1 {
+				noun = "instance"
+			}
+			out[i] = fmt.Sprintf("%d %s %s", n[st], noun, st)
+		}
+	}
+	return out
 }
 
 // list joins ITEMS with ", " into at most MAX bytes, ending with "+N more"
@@ -366,7 +400,7 @@ func wentDown(file string, r required, max int, stderr io.Writer) (int, string) 
 	}
 	var down []string
 	for key, st := range now.Plugins {
-		if st != cristatus.StateReady && prev.Plugins[key] == cristatus.StateReady {
+		if (cristatus.Plugin{State: st}).Down() && prev.Plugins[key] == cristatus.StateReady {
 			down = append(down, key+" "+st)
 		}
 	}

@@ -136,7 +136,25 @@ func TestCondition(t *testing.T) {
 			name: "all ready",
 			resp: statusResp(cond(true, ""), plugins(readyPlugin)),
 			code: exitOK,
-			msg:  "all 1 instances of required NRI plugins ready",
+			msg:  "required NRI plugins ready: 1 instance ready",
+		},
+		{
+			// A rolling update of the plugin to another index: the old
+			// instance is listed as replaced, not as a problem.
+			name: "ready, one instance replaced",
+			resp: statusResp(cond(true, ""), plugins(
+				`{"key": "guard", "name": "guard", "index": "10", "state": "replaced", "replaced_by": "20-guard"}`,
+				`{"key": "guard", "name": "guard", "index": "20", "state": "ready"}`, readyPlugin)),
+			code: exitOK,
+			msg:  "required NRI plugins ready: 2 instances ready, 1 replaced",
+		},
+		{
+			name: "one down, another replaced",
+			resp: statusResp(cond(false, "x"), plugins(
+				`{"key": "guard", "name": "guard", "index": "10", "state": "replaced", "replaced_by": "20-guard"}`,
+				`{"key": "guard", "name": "guard", "index": "20", "state": "ready"}`, downPlugin)),
+			code: exitNonOK,
+			msg:  "30-netplug disconnected",
 		},
 		{
 			name: "one not registered",
@@ -332,6 +350,11 @@ func TestWentDown(t *testing.T) {
 	step(statusResp(cond(false, "x"), plugins(absentPlugin, `{"key": "10-device-injector", "state": "not subscribed"}`)),
 		exitNonOK, "went down: 10-device-injector not subscribed, 20-guard not registered")
 	step(up, exitOK, "no required NRI plugin went down")
+	// An instance replaced by another in a rolling update did not go down.
+	step(statusResp(cond(true, ""), plugins(readyPlugin, `{"key": "guard", "name": "guard", "index": "20", "state": "ready"}`)),
+		exitOK, "no required NRI plugin went down")
+	step(statusResp(cond(true, ""), plugins(readyPlugin, `{"key": "guard", "name": "guard", "index": "20", "state": "replaced"}`,
+		`{"key": "guard", "name": "guard", "index": "30", "state": "ready"}`)), exitOK, "no required NRI plugin went down")
 	// The policy removed: nothing went down.
 	step(statusResp(nil, ""), exitOK, "no required NRI plugin went down")
 	// A runtime that does not answer: not checked, the state kept.
