@@ -8,7 +8,8 @@
 #   build.sh check     containerd's own checks on a fresh copy with the series
 #                      (build/containerd/check): git am, DCO sign-off,
 #                      subjects without a trailing period, go.mod
-#                      moves only the allowed modules, the generated vendor
+#                      moves only the allowed modules and is what go mod
+#                      tidy writes, byte for byte, the generated vendor
 #                      diff touches only them, gofmt, go vet, containerd's
 #                      golangci-lint configuration with the golangci-lint
 #                      version its CI pins, on the packages the series touches
@@ -138,6 +139,7 @@ cmd_check() {
 	(cd "$dir" && git show "$(git rev-list --max-parents=0 HEAD):go.mod") >"$OUT/gomod/pristine/go.mod"
 	(cd "$dir" && git show HEAD:go.mod) >"$OUT/gomod/series/go.mod"
 	check_requires "$OUT/gomod/pristine" "$OUT/gomod/series" || bad=1
+	check_go_mod_tidy "$dir" "$OUT/gomod/series/go.mod" || bad=1
 	check_vendor "$dir" || bad=1
 	check_gofmt "$dir" || bad=1
 	pkgs=$(touched_packages | tr '\n' ' ')
