@@ -78,6 +78,9 @@ func runBarrier(o options) error {
 	if o.barrierListLock {
 		variants = append(variants, barrierVariant{name: "relay, listing with state lock", env: append(slices.Clone(knobs), "CRIO_BENCH_LIST_LOCK=1")})
 	}
+	if o.barrierUpdateAcross {
+		variants = append(variants, barrierVariant{name: "update blocked across a stop", env: append(slices.Clone(knobs), "CRIO_BENCH_UPDATE_BLOCK_ACROSS=1")})
+	}
 	fmt.Printf("nri-bench -barrier: CRI-O (%s), %d rounds; per round and variant %d registrations with %d creates in flight and %d idle, then %d creates from %d clients without and with a plugin re-registering every %s, a container ignoring SIGTERM stopped (grace %s) and updated throughout; %s injected before each relay\n",
 		o.bindir, o.rounds, o.barrierRegs, o.workers, o.barrierRegs/2, o.n, o.workers, o.barrierPeriod, o.barrierStopGrace, o.barrierDelay)
 	daemons := make([]*daemon, len(variants))

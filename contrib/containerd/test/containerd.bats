@@ -115,6 +115,19 @@ fail_policy = \"fail\""
 	assert_contains "$(tail -1 <<<"$output" | unquote_log)" 'load required plugin io.containerd.grpc.v1.cri: unable to load NRI plugin dependency: invalid plugin config: plugins."io.containerd.nri.v1.nri".required_plugins = ["guard"]: NRI plugins are required while NRI is disabled (disable = true): set disable = false or remove the required_plugins tables'
 }
 
+@test "containerd: required plugins and an NRI that cannot start: it serves no pod" {
+	runtime_config "$(guard_policy fail)"
+	# The NRI socket's directory is a file.
+	touch "$TESTDIR/not-a-dir"
+	sed -i "s|^\([[:space:]]*socket_path = \).*|\1\"$TESTDIR/not-a-dir/nri.sock\"|" "$CONTAINERD_CONFIG"
+	grep -q "not-a-dir/nri.sock" "$CONTAINERD_CONFIG"
+	run timeout 20 "$RUNTIME_BINDIR/containerd" --config "$CONTAINERD_CONFIG"
+	[ "$status" -ne 0 ] && [ "$status" -ne 124 ]
+	assert_contains "$(unquote_log <<<"$output")" "$TESTDIR/not-a-dir"
+	run crictl_q info
+	[ "$status" -ne 0 ]
+}
+
 @test "containerd: a plugin required both here and by the default validator stops it, naming both places" {
 	runtime_config "$(guard_policy fail)
 [crio.nri.default_validator]
