@@ -13,6 +13,8 @@
 #                      diff touches only them, gofmt, go vet, containerd's
 #                      golangci-lint configuration with the golangci-lint
 #                      version its CI pins, on the packages the series touches
+#   build.sh pristine  bin/containerd-v2.4.2: containerd as released, without
+#                      the series (the downgrade of contrib/containerd/test)
 #   build.sh unit      containerd's own unit tests of the touched packages, -race
 #   build.sh integration
 #                      containerd's NRI integration tests (integration/nri_test.go,
@@ -97,6 +99,27 @@ cmd_build() {
 	(cd "$OUT/src" && $GO build -mod=vendor -tags "$TAGS" -o "$BIN/" ./cmd/containerd ./cmd/containerd-shim-runc-v2 ./cmd/ctr)
 	echo "$hash" >"$OUT/stamp"
 	echo "built bin/containerd bin/containerd-shim-runc-v2 bin/ctr in $((SECONDS - start))s"
+}
+
+# cmd_pristine: bin/containerd-$VERSION, the released containerd without the
+# series, which contrib/containerd/test downgrades to and upgrades from;
+# built from a copy of the released module with -mod=mod (the module cache
+# has its dependencies). The shim and ctr of the series serve both.
+cmd_pristine() {
+	local bin=$BIN/containerd-$VERSION dir=$OUT/pristine hash start
+	hash=$(echo "$VERSION $TAGS" | sha256sum | cut -d' ' -f1)
+	if [[ -x $bin && -f $OUT/pristine.stamp && $(cat "$OUT/pristine.stamp") == "$hash" ]]; then
+		echo "containerd $VERSION (released) is up to date in $bin"
+		return
+	fi
+	start=$SECONDS
+	rm -rf "$dir"
+	mkdir -p "$OUT" "$BIN"
+	cp -r "$(pristine)" "$dir"
+	chmod -R u+w "$dir"
+	(cd "$dir" && GOFLAGS="-mod=mod -buildvcs=false" $GO build -tags "$TAGS" -o "$bin" ./cmd/containerd)
+	echo "$hash" >"$OUT/pristine.stamp"
+	echo "built $bin (released, without the series) in $((SECONDS - start))s"
 }
 
 # check_vendor DIR: the vendor diff of the series (the last commit, generated)
@@ -198,10 +221,11 @@ case ${1:-build} in
 build) cmd_build ;;
 check) cmd_check ;;
 unit) shift; cmd_unit "$@" ;;
+pristine) cmd_pristine ;;
 integration) shift; cmd_integration "$@" ;;
 edit) cmd_edit ;;
 export) cmd_export ;;
 lint-tool) golangci_lint "$GOLANGCI_LINT_VERSION" ;;
 packages) touched_packages ;;
-*) echo "usage: $0 build|check|unit|integration|edit|export|packages|lint-tool" >&2; exit 2 ;;
+*) echo "usage: $0 build|check|unit|integration|pristine|edit|export|packages|lint-tool" >&2; exit 2 ;;
 esac
