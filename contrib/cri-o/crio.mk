@@ -50,7 +50,7 @@ test-crio: install-deps build crio crio-pristine crio-check crio-unit crio-nri-s
 
 # The benchmark build (the series plus contrib/cri-o/bench's knobs) and the
 # barrier benchmark of docs/performance.md (needs root).
-BARRIER_FLAGS ?= -barrier-listlock -barrier-update-across -rounds 11 -n 160
+BARRIER_FLAGS ?= -barrier-update-across -rounds 11 -n 160
 crio-bench:
 	bash contrib/cri-o/build.sh bench
 

@@ -258,8 +258,8 @@ var sigtermIgnoringCommand = []string{"sh", "-c", "trap '' TERM; while true; do 
 
 // startStopper starts the stopper: until stopped, it creates and starts a
 // container that ignores SIGTERM, stops it with a grace period of
-// o.barrierStopGrace and, while the stop holds the container, updates its
-// resources (the update waits for the stop), then removes it. With no
+// o.barrierStopGrace and at the same time updates its resources (the update
+// waits for the stop), then removes it. With no
 // grace period there is no stopper. It returns the stop function and a
 // channel with the stopper's error once it stopped.
 func startStopper(o options, d *daemon, podID string, cfg *runtimeapi.PodSandboxConfig, prefix string) (func(), chan error) {
@@ -289,22 +289,28 @@ func startStopper(o options, d *daemon, podID string, cfg *runtimeapi.PodSandbox
 				done <- err
 				return
 			}
+			// The update and the stop at once: an update relayed before the
+			// stop took the container's lock waits for the stop after its
+			// relay, for the grace period (one that comes later waits before
+			// its relay). Its error (the container stopped meanwhile) does
+			// not matter.
 			stopped := make(chan error, 1)
+			updated := make(chan struct{})
+			go func() {
+				defer close(updated)
+				_, _ = d.RT.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: r.ContainerId,
+					Linux: &runtimeapi.LinuxContainerResources{CpuShares: 512}})
+			}()
 			go func() {
 				_, err := d.RT.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: r.ContainerId,
 					Timeout: int64(o.barrierStopGrace / time.Second)})
 				stopped <- err
 			}()
-			// The stop takes the container's lock at once; the update then
-			// waits for it, for the grace period. Its error (the container
-			// stopped meanwhile) does not matter.
-			time.Sleep(100 * time.Millisecond)
-			_, _ = d.RT.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: r.ContainerId,
-				Linux: &runtimeapi.LinuxContainerResources{CpuShares: 512}})
 			if err := <-stopped; err != nil {
 				done <- err
 				return
 			}
+			<-updated
 			if _, err := d.RT.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: r.ContainerId}); err != nil {
 				done <- err
 				return
