@@ -295,10 +295,20 @@ runtime_start() {
 }
 
 # crio_import_images: the test and pause images, with
-# contrib/cri-o/crio-import-image.sh.
+# contrib/cri-o/crio-import-image.sh. Under CRIO_INFRA=1 (pods with an infra
+# container, crio-test-config.sh) the pause image is crio-pause-image.sh's,
+# which waits for SIGTERM; otherwise the test image.
 crio_import_images() {
+	local pause=$TEST_IMAGE
+	if [[ ${CRIO_INFRA:-} == 1 ]]; then
+		pause=$TESTDIR/pause-image
+		"$REPO_ROOT/contrib/cri-o/crio-pause-image.sh" "$TEST_IMAGE" "$pause" >>"$TESTDIR/import.log" 2>&1 ||
+			{ echo "crio-pause-image.sh failed:" >&2; cat "$TESTDIR/import.log" >&2; return 1; }
+	fi
 	CRIO_BINDIR=$RUNTIME_BINDIR "$REPO_ROOT/contrib/cri-o/crio-import-image.sh" "$TESTDIR" "$TEST_IMAGE" \
-		"$TEST_IMAGE_NAME" "$CRIO_PAUSE_IMAGE" >>"$TESTDIR/import.log" 2>&1 ||
+		"$TEST_IMAGE_NAME" >>"$TESTDIR/import.log" 2>&1 &&
+		CRIO_BINDIR=$RUNTIME_BINDIR "$REPO_ROOT/contrib/cri-o/crio-import-image.sh" "$TESTDIR" "$pause" \
+			"$CRIO_PAUSE_IMAGE" >>"$TESTDIR/import.log" 2>&1 ||
 		{ echo "image import failed:" >&2; cat "$TESTDIR/import.log" >&2; return 1; }
 }
 
@@ -461,6 +471,27 @@ policy_to_validator() {
 			if (tol != "" && tol != "\"\"") print "nri_validator_tolerate_missing_plugins_annotation = " tol
 		}
 	'
+}
+
+# --- CRI-O's state (contrib/cri-o/test) -----------------------------------------
+
+# storage_containers: the containers in CRI-O's store (ids, one a line;
+# pods have one each too), from both of containers/storage's lists.
+storage_containers() {
+	local f
+	for f in "$CRIO_ROOT"/overlay-containers/{containers,volatile-containers}.json; do
+		[[ -f $f ]] && jq -r '.[].id' "$f"
+	done | sort
+}
+
+# pinned_namespaces: the namespaces CRI-O pinned for pods (one a line).
+pinned_namespaces() {
+	find "$TESTDIR/state/ns" -mindepth 2 -type f 2>/dev/null | sort
+}
+
+# ipam_allocations: the addresses host-local allocated to pods.
+ipam_allocations() {
+	find "$TESTDIR/state/cni-ipam" -type f ! -name 'last_reserved_ip.*' ! -name lock 2>/dev/null | sort
 }
 
 # --- crictl ------------------------------------------------------------------

@@ -8,10 +8,13 @@
 #   build.sh check     containerd's own checks on a fresh copy with the series
 #                      (build/containerd/check): git am, DCO sign-off,
 #                      subjects without a trailing period, go.mod
-#                      moves only the allowed modules, the generated vendor
+#                      moves only the allowed modules and is what go mod
+#                      tidy writes, byte for byte, the generated vendor
 #                      diff touches only them, gofmt, go vet, containerd's
 #                      golangci-lint configuration with the golangci-lint
 #                      version its CI pins, on the packages the series touches
+#   build.sh pristine  bin/containerd-v2.4.2: containerd as released, without
+#                      the series (the downgrade of contrib/containerd/test)
 #   build.sh unit      containerd's own unit tests of the touched packages, -race
 #   build.sh integration
 #                      containerd's NRI integration tests (integration/nri_test.go,
@@ -110,6 +113,27 @@ cmd_build() {
 	echo "built bin/containerd bin/containerd-shim-runc-v2 bin/ctr in $((SECONDS - start))s"
 }
 
+# cmd_pristine: bin/containerd-$VERSION, the released containerd without the
+# series, which contrib/containerd/test downgrades to and upgrades from;
+# built from a copy of the released module with -mod=mod (the module cache
+# has its dependencies). The shim and ctr of the series serve both.
+cmd_pristine() {
+	local bin=$BIN/containerd-$VERSION dir=$OUT/pristine hash start
+	hash=$(echo "$VERSION $TAGS" | sha256sum | cut -d' ' -f1)
+	if [[ -x $bin && -f $OUT/pristine.stamp && $(cat "$OUT/pristine.stamp") == "$hash" ]]; then
+		echo "containerd $VERSION (released) is up to date in $bin"
+		return
+	fi
+	start=$SECONDS
+	rm -rf "$dir"
+	mkdir -p "$OUT" "$BIN"
+	cp -r "$(pristine)" "$dir"
+	chmod -R u+w "$dir"
+	(cd "$dir" && GOFLAGS="-mod=mod -buildvcs=false" $GO build -tags "$TAGS" -o "$bin" ./cmd/containerd)
+	echo "$hash" >"$OUT/pristine.stamp"
+	echo "built $bin (released, without the series) in $((SECONDS - start))s"
+}
+
 # check_vendor DIR: the vendor diff of the series (the last commit, generated)
 # touches only the allowed modules' directories and their lines of
 # vendor/modules.txt.
@@ -150,6 +174,7 @@ cmd_check() {
 	(cd "$dir" && git show "$(git rev-list --max-parents=0 HEAD):go.mod") >"$OUT/gomod/pristine/go.mod"
 	(cd "$dir" && git show HEAD:go.mod) >"$OUT/gomod/series/go.mod"
 	check_requires "$OUT/gomod/pristine" "$OUT/gomod/series" || bad=1
+	check_go_mod_tidy "$dir" "$OUT/gomod/series/go.mod" || bad=1
 	check_vendor "$dir" || bad=1
 	check_gofmt "$dir" || bad=1
 	pkgs=$(touched_packages | tr '\n' ' ')
@@ -157,7 +182,9 @@ cmd_check() {
 	(cd "$dir" && $GO vet -mod=vendor -tags "$TAGS" $pkgs) || bad=1
 	lint=$(golangci_lint "$GOLANGCI_LINT_VERSION")
 	echo "golangci-lint $GOLANGCI_LINT_VERSION run $pkgs (containerd's .golangci.yml, staticcheck included)"
-	(cd "$dir" && GOFLAGS="-mod=vendor -buildvcs=false" GOGC=75 "$lint" run --build-tags "$TAGS" $pkgs) || bad=1
+	# --allow-serial-runners: golangci-lint's lock is the machine's; another
+	# checkout's run waits instead of failing this one.
+	(cd "$dir" && GOFLAGS="-mod=vendor -buildvcs=false" GOGC=75 "$lint" run --allow-serial-runners --build-tags "$TAGS" $pkgs) || bad=1
 	((bad == 0)) || { echo "containerd-check failed" >&2; return 1; }
 	echo "containerd-check ok"
 }
@@ -208,10 +235,11 @@ case ${1:-build} in
 build) cmd_build ;;
 check) cmd_check ;;
 unit) shift; cmd_unit "$@" ;;
+pristine) cmd_pristine ;;
 integration) shift; cmd_integration "$@" ;;
 edit) cmd_edit ;;
 export) cmd_export ;;
 lint-tool) golangci_lint "$GOLANGCI_LINT_VERSION" ;;
 packages) touched_packages ;;
-*) echo "usage: $0 build|check|unit|integration|edit|export|packages|lint-tool" >&2; exit 2 ;;
+*) echo "usage: $0 build|check|unit|integration|pristine|edit|export|packages|lint-tool" >&2; exit 2 ;;
 esac

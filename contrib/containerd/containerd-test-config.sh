@@ -38,7 +38,10 @@
 # ["io.containerd.grpc.v1.cri"], as on a Kubernetes node, whose containerd
 # is of no use without CRI: a CRI plugin that fails to load, such as for a
 # bad NRI plugin policy, stops containerd; false leaves it out, and
-# containerd then runs on without CRI, logging "failed to load plugin").
+# containerd then runs on without CRI, logging "failed to load plugin"),
+# FAILPOINT_RUNTIME (false; true adds the runtime handler runc-fp of
+# containerd's integration tests, whose shim injects failures a pod's
+# io.containerd.runtime.v2.shim.failpoint.* annotations ask for).
 #
 # Prints the paths it chose as KEY=VALUE lines (CRI_SOCK, NRI_SOCK,
 # RUNC_ROOT, CNI_CONF_DIR, CNI_BRIDGE, CONFIG) so a caller can eval them.
@@ -68,6 +71,15 @@ true) REQUIRED_PLUGINS='required_plugins = ["io.containerd.grpc.v1.cri"]' ;;
 false) REQUIRED_PLUGINS= ;;
 *) echo "$0: REQUIRE_CRI=$REQUIRE_CRI: true or false" >&2; exit 2 ;;
 esac
+# The failpoint runtime of containerd's own integration tests (runc-fp, as
+# script/test/utils.sh configures it): its shim, containerd-shim-runc-fp-v1,
+# must be on containerd's PATH.
+FAILPOINT_TOML=
+if [[ ${FAILPOINT_RUNTIME:-false} == true ]]; then
+	FAILPOINT_TOML='	    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc-fp]
+	      runtime_type = "io.containerd.runc-fp.v1"
+	      pod_annotations = ["io.containerd.runtime.v2.shim.failpoint.*"]'
+fi
 case ${ENABLE_NRI:-true} in
 true) NRI_DISABLE=false ;;
 false) NRI_DISABLE=true ;;
@@ -121,6 +133,7 @@ cat >"$dir/config.toml" <<-TOML
 	    bin_dirs = ["/usr/lib/cni"]
 	    conf_dir = "$CNI_CONF_DIR"
 
+$FAILPOINT_TOML
 	[plugins."io.containerd.cri.v1.images"]
 	  snapshotter = "overlayfs"
 	  [plugins."io.containerd.cri.v1.images".pinned_images]

@@ -19,10 +19,14 @@
 # The build tree is build/containerd/ (ignored output). See
 # contrib/containerd/README.md and docs/containerd.md.
 
-.PHONY: containerd containerd-check containerd-unit containerd-integration test-containerd
+.PHONY: containerd containerd-pristine containerd-check containerd-unit containerd-integration test-containerd
 
 containerd:
 	bash contrib/containerd/build.sh build
+
+# The released containerd, which contrib/containerd/test downgrades to.
+containerd-pristine:
+	bash contrib/containerd/build.sh pristine
 
 containerd-check:
 	bash contrib/containerd/build.sh check
@@ -33,7 +37,7 @@ containerd-unit: containerd
 containerd-integration: containerd
 	hack/test-summary.sh go "containerd integration/nri_test.go" $(TESTLOGS)/containerd-integration.json -- bash contrib/containerd/build.sh integration
 
-test-containerd: install-deps build containerd containerd-check containerd-unit containerd-integration
+test-containerd: install-deps build containerd containerd-pristine containerd-check containerd-unit containerd-integration
 	hack/test-summary.sh bats "bats contrib/containerd/test" $(TESTLOGS)/containerd-bats.tap -- $(BATS) --tap contrib/containerd/test/*.bats
 
 RUNTIME_TESTS += test-containerd

@@ -18,7 +18,12 @@
 # DIR/crio.sock), NRI_SOCK (default DIR/nri.sock), NRI_REQUEST_TIMEOUT
 # (default 2s), PAUSE_IMAGE (default registry.k8s.io/pause:3.10.1),
 # CRIO_LOG_LEVEL (default info), CRIO_METRICS_PORT (enables metrics),
-# ENABLE_NRI (default true; false turns NRI off, as the benchmark's mode (a)).
+# ENABLE_NRI (default true; false turns NRI off, as the benchmark's mode (a)),
+# CRIO_CNI_PLUGIN_DIRS (the CNI plugin directories, searched in order, default
+# /usr/lib/cni: a test puts a directory of its own first to wrap a plugin),
+# CRIO_INFRA=1 (pods with an infra container run: runc through
+# contrib/cri-o/runc-infra.sh, and pause_command = "", so that the pause image
+# of crio-pause-image.sh, which the caller imports, is run).
 set -euo pipefail
 
 [[ $# -ge 1 && -n $1 ]] || { echo "usage: $0 DIR [POLICY_TOML_FILE]" >&2; exit 2; }
@@ -30,6 +35,13 @@ CRI_SOCK=${CRI_SOCK:-$DIR/crio.sock}
 NRI_SOCK=${NRI_SOCK:-$DIR/nri.sock}
 PAUSE_IMAGE=${PAUSE_IMAGE:-registry.k8s.io/pause:3.10.1}
 RUNC=$(command -v runc || echo /usr/sbin/runc)
+runtime_path=$RUNC
+pause_command=
+if [[ ${CRIO_INFRA:-} == 1 ]]; then
+	runtime_path=$REPO/contrib/cri-o/runc-infra.sh
+	pause_command='pause_command = ""'
+fi
+plugin_dirs=$(printf '"%s", ' ${CRIO_CNI_PLUGIN_DIRS:-/usr/lib/cni})
 CONMON=$(command -v conmon || echo /usr/bin/conmon)
 if [[ $# -ge 2 && -n $2 && ! -r $2 ]]; then
 	echo "$0: policy file $2 is not readable" >&2
@@ -81,7 +93,7 @@ container_exits_dir = "$s/exits"
 container_attach_socket_dir = "$s/attach"
 
 [crio.runtime.runtimes.runc]
-runtime_path = "$RUNC"
+runtime_path = "$runtime_path"
 runtime_type = "oci"
 runtime_root = "$DIR/runc"
 monitor_path = "$CONMON"
@@ -90,10 +102,11 @@ monitor_cgroup = "pod"
 [crio.image]
 signature_policy = "$DIR/signature-policy.json"
 pause_image = "$PAUSE_IMAGE"
+$pause_command
 
 [crio.network]
 network_dir = "$DIR/cni"
-plugin_dirs = ["/usr/lib/cni"]
+plugin_dirs = [${plugin_dirs%, }]
 
 [crio.nri]
 enable_nri = ${ENABLE_NRI:-true}

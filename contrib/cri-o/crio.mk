@@ -5,6 +5,8 @@
 #   make crio         bin/crio, bin/pinns, bin/crio-copyimg (rebuilt only when
 #                     a CRI-O or NRI patch, this file or build.sh changed:
 #                     build/cri-o/stamp)
+#   make crio-pristine bin/crio-v1.36.3: CRI-O as released (the downgrade of
+#                     contrib/cri-o/test/crio-restore.bats)
 #   make crio-check   CRI-O's own checks on a fresh patched tree: DCO, go.mod
 #                     tidy and moving only the allowed modules, the generated
 #                     vendor/ diff, gofmt, go vet, golangci-lint (the version
@@ -24,10 +26,14 @@
 #
 # See contrib/cri-o/README.md and docs/cri-o.md.
 
-.PHONY: crio crio-check crio-unit crio-nri-suite test-crio run-crio crio-bench bench-barrier
+.PHONY: crio crio-pristine crio-check crio-unit crio-nri-suite test-crio run-crio crio-bench bench-barrier
 
 crio:
 	bash contrib/cri-o/build.sh build
+
+# The released CRI-O, which contrib/cri-o/test/crio-restore.bats downgrades to.
+crio-pristine:
+	bash contrib/cri-o/build.sh pristine
 
 crio-check:
 	bash contrib/cri-o/build.sh check
@@ -39,12 +45,12 @@ crio-nri-suite: crio
 	bash contrib/cri-o/build.sh nritest
 	bash contrib/cri-o/nri-suite.sh
 
-test-crio: install-deps build crio crio-check crio-unit crio-nri-suite
+test-crio: install-deps build crio crio-pristine crio-check crio-unit crio-nri-suite
 	hack/test-summary.sh bats "bats contrib/cri-o/test" $(TESTLOGS)/crio-bats.tap -- $(BATS) --tap contrib/cri-o/test/*.bats
 
 # The benchmark build (the series plus contrib/cri-o/bench's knobs) and the
 # barrier benchmark of docs/performance.md (needs root).
-BARRIER_FLAGS ?= -barrier-listlock -rounds 11 -n 160
+BARRIER_FLAGS ?= -barrier-update-across -rounds 11 -n 160
 crio-bench:
 	bash contrib/cri-o/build.sh bench
 

@@ -8,12 +8,15 @@
 #      suite's pods
 #   3. the required plugin test/nri.bats starts CRI-O with for the
 #      required-plugin cases (start_crio_with_required_plugin): the test
-#      plugin required for the namespaces "required-plugin-*" (the 6 RequiredPlugin* tests run in them)
+#      plugin required for the namespaces "required-plugin-*" (the 7
+#      RequiredPlugin* tests run in them), with pods that have an infra
+#      container runnable here (crio-test-config.sh's CRIO_INFRA=1)
 # Runs 1 and 2 must give the result of unpatched CRI-O here plus the new
-# PluginSyncDuringContainerCreation and PluginSyncDuringContainerUpdate
-# cases: 12 passed, the 6 RequiredPlugin* cases and the 2 memset cases (a
-# second NUMA node) skipped, nothing failed. Run 3 also passes the 6
-# RequiredPlugin* cases: 18 passed, 2 skipped. Two of them kill CRI-O
+# PluginSyncDuringStopOfContainer, PluginSyncDuringContainerCreation,
+# PluginSyncDuringContainerUpdate and PluginSyncDuringUpdateOfStoppingContainer
+# cases: 14 passed, the 7 RequiredPlugin* cases and the 2 memset cases (a
+# second NUMA node) skipped, nothing failed. Run 3 also passes the 7
+# RequiredPlugin* cases: 21 passed, 2 skipped. Three of them kill CRI-O
 # (--crio-restarts): as test/nri.bats does, CRI-O is started again on the
 # same state whenever it exits while the suite runs.
 set -uo pipefail
@@ -21,9 +24,9 @@ set -uo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$REPO/contrib/cri-o
 BIN=${CRIO_BINDIR:-$REPO/bin}
-EXPECT_PASS=${EXPECT_PASS:-12}
-EXPECT_SKIP=${EXPECT_SKIP:-8}
-EXPECT_PASS_REQUIRED=${EXPECT_PASS_REQUIRED:-18}
+EXPECT_PASS=${EXPECT_PASS:-14}
+EXPECT_SKIP=${EXPECT_SKIP:-9}
+EXPECT_PASS_REQUIRED=${EXPECT_PASS_REQUIRED:-21}
 EXPECT_SKIP_REQUIRED=${EXPECT_SKIP_REQUIRED:-2}
 CI_IMAGE=quay.io/crio/fedora-crio-ci:latest
 PAUSE_IMAGE=registry.k8s.io/pause:3.10.1
@@ -67,13 +70,21 @@ start_crio() {
 }
 
 # run NAME PASS SKIP [REQUIRED_PLUGINS_FILE]: one instance, the suite, its
-# counts checked.
+# counts checked. CRIO_INFRA=1 (crio-test-config.sh) runs pods with an infra
+# container, with crio-pause-image.sh's pause image.
 run() {
-	local name=$1 want_pass=$2 want_skip=$3 dir=$WORK/$1 out pass fail skip start suite exited restarts=0
+	local name=$1 want_pass=$2 want_skip=$3 dir=$WORK/$1 out pass fail skip start suite exited restarts=0 pause
 	shift 3
 	eval "$(NRI_REQUEST_TIMEOUT=2s "$HERE/crio-test-config.sh" "$dir" "$@")"
 	bridge=$CRIO_CNI_BRIDGE
-	"$HERE/crio-import-image.sh" "$dir" "$WORK/ci-image.tar" "$CI_IMAGE" "$PAUSE_IMAGE" >"$dir/import.log" 2>&1 ||
+	pause=$WORK/ci-image.tar
+	if [[ ${CRIO_INFRA:-} == 1 ]]; then
+		pause=$dir/pause-image
+		"$HERE/crio-pause-image.sh" "$WORK/ci-image.tar" "$pause" >"$dir/import.log" 2>&1 ||
+			{ cat "$dir/import.log"; return 1; }
+	fi
+	{ "$HERE/crio-import-image.sh" "$dir" "$WORK/ci-image.tar" "$CI_IMAGE" &&
+		"$HERE/crio-import-image.sh" "$dir" "$pause" "$PAUSE_IMAGE"; } >>"$dir/import.log" 2>&1 ||
 		{ cat "$dir/import.log"; return 1; }
 	start_crio "$dir" || return 1
 	if [[ $# -gt 0 ]]; then
@@ -143,7 +154,7 @@ TOML
 rc=0
 run no-required-plugins "$EXPECT_PASS" "$EXPECT_SKIP" || rc=1
 run out-of-scope-required-plugin "$EXPECT_PASS" "$EXPECT_SKIP" "$WORK/out-of-scope.conf" || rc=1
-run required-plugin "$EXPECT_PASS_REQUIRED" "$EXPECT_SKIP_REQUIRED" "$WORK/required-plugin.conf" || rc=1
+CRIO_INFRA=1 run required-plugin "$EXPECT_PASS_REQUIRED" "$EXPECT_SKIP_REQUIRED" "$WORK/required-plugin.conf" || rc=1
 if ((rc == 0)); then
 	echo "CRI-O NRI suite: no required plugins and an out-of-scope required plugin $EXPECT_PASS passed, $EXPECT_SKIP skipped; required plugin $EXPECT_PASS_REQUIRED passed, $EXPECT_SKIP_REQUIRED skipped; 0 failed"
 fi

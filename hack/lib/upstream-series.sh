@@ -127,6 +127,45 @@ require_lines() {
 	awk '/^require \(/{r=1; next} r && /^\)/{r=0; next} r {print $1, $2} /^require [^(]/{print $2, $3}' "$1" | LC_ALL=C sort
 }
 
+# check_go_mod_tidy DIR COMMITTED: `go mod tidy` in DIR writes COMMITTED,
+# the go.mod the series commits, byte for byte, once the build-only
+# REPLACES are dropped again: no require line moves between the direct and
+# the indirect block, gains or loses its // indirect marker, or changes its
+# version. Without REPLACES (NRI) DIR's go.sum must not change either; a
+# runtime's go.sum cannot hold the checksums of the unreleased NRI v0.13.0.
+# DIR's go.mod and go.sum are left as they were.
+check_go_mod_tidy() {
+	local dir=$1 committed=$2 tmp r bad=0
+	tmp=$(mktemp -d)
+	cp "$dir/go.mod" "$tmp/go.mod.before"
+	cp "$dir/go.sum" "$tmp/go.sum.before"
+	if ! (cd "$dir" && GOFLAGS= $GO mod tidy); then
+		echo "go.mod: go mod tidy failed"
+		bad=1
+	else
+		cp "$dir/go.mod" "$tmp/go.mod"
+		for r in ${REPLACES:-}; do
+			GOFLAGS= $GO mod edit -dropreplace="${r%%=*}" "$tmp/go.mod"
+		done
+		if cmp -s "$committed" "$tmp/go.mod"; then
+			echo "go.mod: go mod tidy writes the series' go.mod byte for byte"
+		else
+			echo "go.mod: go mod tidy writes another go.mod than the series' (- the series', + go mod tidy's):"
+			diff -u "$committed" "$tmp/go.mod" | tail -n +3 | sed 's/^/    /'
+			bad=1
+		fi
+		if [[ -z ${REPLACES:-} ]] && ! cmp -s "$tmp/go.sum.before" "$dir/go.sum"; then
+			echo "go.sum: go mod tidy changes it:"
+			diff -u "$tmp/go.sum.before" "$dir/go.sum" | tail -n +3 | sed 's/^/    /'
+			bad=1
+		fi
+	fi
+	cp "$tmp/go.mod.before" "$dir/go.mod"
+	cp "$tmp/go.sum.before" "$dir/go.sum"
+	rm -rf "$tmp"
+	return "$bad"
+}
+
 # allowed MODULE: whether the series may change MODULE's require line.
 allowed() {
 	local m

@@ -16,6 +16,13 @@ package main
 //   - the creates' latency with and without a plugin re-registering every
 //     -barrier-period, as p99 ratio.
 //
+// Throughout the creates (with and without re-registrations), a container
+// that ignores SIGTERM is stopped over and over with a grace period of
+// -barrier-stop-grace, its resources updated while the stop holds it: the
+// update waits for the stop, and must not block plugin synchronization
+// while it waits, or every registration, and every create behind it, waits
+// for the grace period.
+//
 // Both daemons have NRI on, no policy, and nri-faulty (ok mode) connected,
 // so that every relay reaches a plugin. The variants alternate round by
 // round, their order rotating.
@@ -71,8 +78,11 @@ func runBarrier(o options) error {
 	if o.barrierListLock {
 		variants = append(variants, barrierVariant{name: "relay, listing with state lock", env: append(slices.Clone(knobs), "CRIO_BENCH_LIST_LOCK=1")})
 	}
-	fmt.Printf("nri-bench -barrier: CRI-O (%s), %d rounds; per round and variant %d registrations with %d creates in flight and %d idle, then %d creates from %d clients without and with a plugin re-registering every %s; %s injected before each relay\n",
-		o.bindir, o.rounds, o.barrierRegs, o.workers, o.barrierRegs/2, o.n, o.workers, o.barrierPeriod, o.barrierDelay)
+	if o.barrierUpdateAcross {
+		variants = append(variants, barrierVariant{name: "update blocked across a stop", env: append(slices.Clone(knobs), "CRIO_BENCH_UPDATE_BLOCK_ACROSS=1")})
+	}
+	fmt.Printf("nri-bench -barrier: CRI-O (%s), %d rounds; per round and variant %d registrations with %d creates in flight and %d idle, then %d creates from %d clients without and with a plugin re-registering every %s, a container ignoring SIGTERM stopped (grace %s) and updated throughout; %s injected before each relay\n",
+		o.bindir, o.rounds, o.barrierRegs, o.workers, o.barrierRegs/2, o.n, o.workers, o.barrierPeriod, o.barrierStopGrace, o.barrierDelay)
 	daemons := make([]*daemon, len(variants))
 	pods := make([]struct {
 		id  string
@@ -207,7 +217,13 @@ func barrierRun(o options, d *daemon, podID string, cfg *runtimeapi.PodSandboxCo
 	if err != nil {
 		return br, err
 	}
-	// Creates without and with a plugin re-registering, in rotating order.
+	// Creates without and with a plugin re-registering, in rotating order,
+	// with a stop of a container ignoring SIGTERM in the mix.
+	stopStopper, stopperDone := startStopper(o, d, podID, cfg, fmt.Sprintf("r%d-stop", round))
+	defer func() {
+		stopStopper()
+		<-stopperDone
+	}()
 	for k := range 2 {
 		rereg := (k+round)%2 == 1
 		var res result
@@ -225,7 +241,83 @@ func barrierRun(o options, d *daemon, podID string, cfg *runtimeapi.PodSandboxCo
 			br.plain = res
 		}
 	}
+	stopStopper()
+	if err := <-stopperDone; err != nil {
+		return br, fmt.Errorf("stopper: %w", err)
+	}
+	stopperDone = closedErr
 	return br, nil
+}
+
+// closedErr is a channel that has an error, nil, for every receive.
+var closedErr = func() chan error { c := make(chan error); close(c); return c }()
+
+// sigtermIgnoringCommand is the command of the stopper's container: sh as
+// PID 1, ignoring SIGTERM.
+var sigtermIgnoringCommand = []string{"sh", "-c", "trap '' TERM; while true; do sleep 1; done"}
+
+// startStopper starts the stopper: until stopped, it creates and starts a
+// container that ignores SIGTERM, stops it with a grace period of
+// o.barrierStopGrace and at the same time updates its resources (the update
+// waits for the stop), then removes it. With no
+// grace period there is no stopper. It returns the stop function and a
+// channel with the stopper's error once it stopped.
+func startStopper(o options, d *daemon, podID string, cfg *runtimeapi.PodSandboxConfig, prefix string) (func(), chan error) {
+	done := make(chan error, 1)
+	if o.barrierStopGrace <= 0 {
+		done <- nil
+		return func() {}, done
+	}
+	stop := make(chan struct{})
+	var once sync.Once
+	go func() {
+		ctx := context.Background()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				done <- nil
+				return
+			default:
+			}
+			r, err := d.RT.CreateContainer(ctx, &runtimeapi.CreateContainerRequest{PodSandboxId: podID, SandboxConfig: cfg,
+				Config: critest.ContainerConfig(fmt.Sprintf("%s-%d", prefix, i), sigtermIgnoringCommand...)})
+			if err != nil {
+				done <- err
+				return
+			}
+			if _, err := d.RT.StartContainer(ctx, &runtimeapi.StartContainerRequest{ContainerId: r.ContainerId}); err != nil {
+				done <- err
+				return
+			}
+			// The update and the stop at once: an update relayed before the
+			// stop took the container's lock waits for the stop after its
+			// relay, for the grace period (one that comes later waits before
+			// its relay). Its error (the container stopped meanwhile) does
+			// not matter.
+			stopped := make(chan error, 1)
+			updated := make(chan struct{})
+			go func() {
+				defer close(updated)
+				_, _ = d.RT.UpdateContainerResources(ctx, &runtimeapi.UpdateContainerResourcesRequest{ContainerId: r.ContainerId,
+					Linux: &runtimeapi.LinuxContainerResources{CpuShares: 512}})
+			}()
+			go func() {
+				_, err := d.RT.StopContainer(ctx, &runtimeapi.StopContainerRequest{ContainerId: r.ContainerId,
+					Timeout: int64(o.barrierStopGrace / time.Second)})
+				stopped <- err
+			}()
+			if err := <-stopped; err != nil {
+				done <- err
+				return
+			}
+			<-updated
+			if _, err := d.RT.RemoveContainer(ctx, &runtimeapi.RemoveContainerRequest{ContainerId: r.ContainerId}); err != nil {
+				done <- err
+				return
+			}
+		}
+	}()
+	return func() { once.Do(func() { close(stop) }) }, done
 }
 
 // withCreates creates and removes containers from o.workers clients and,

@@ -97,6 +97,8 @@ type options struct {
 	barrierDelay, barrierPeriod time.Duration
 	barrierRegs                 int
 	barrierListLock             bool
+	barrierStopGrace            time.Duration
+	barrierUpdateAcross         bool
 }
 
 func main() {
@@ -114,6 +116,8 @@ func main() {
 	flag.DurationVar(&o.barrierPeriod, "barrier-period", 100*time.Millisecond, "-barrier: how often a plugin re-registers")
 	flag.IntVar(&o.barrierRegs, "barrier-regs", 10, "-barrier: registrations per round and variant with creates in flight (half as many idle)")
 	flag.BoolVar(&o.barrierListLock, "barrier-listlock", false, "-barrier: add a third daemon, the series' block with containers listed to plugins under their state lock, as the series did before (what that lock costs)")
+	flag.BoolVar(&o.barrierUpdateAcross, "barrier-update-across", false, "-barrier: add a daemon whose container updates keep plugin synchronization blocked across the runtime's update, which waits for a stop, as the series did before (what that costs)")
+	flag.DurationVar(&o.barrierStopGrace, "barrier-stop-grace", 3*time.Second, "-barrier: the grace period of the stop of a container ignoring SIGTERM, stopped and updated throughout the creates (0: none)")
 	flag.Parse()
 	if o.barrier && !isFlagSet("bindir") {
 		o.bindir = "bin/crio-bench"

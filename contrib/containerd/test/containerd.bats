@@ -115,6 +115,19 @@ fail_policy = \"fail\""
 	assert_contains "$(tail -1 <<<"$output" | unquote_log)" 'load required plugin io.containerd.grpc.v1.cri: unable to load NRI plugin dependency: invalid plugin config: plugins."io.containerd.nri.v1.nri".required_plugins = ["guard"]: NRI plugins are required while NRI is disabled (disable = true): set disable = false or remove the required_plugins tables'
 }
 
+@test "containerd: required plugins and an NRI that cannot start: it serves no pod" {
+	runtime_config "$(guard_policy fail)"
+	# The NRI socket's directory is a file.
+	touch "$TESTDIR/not-a-dir"
+	sed -i "s|^\([[:space:]]*socket_path = \).*|\1\"$TESTDIR/not-a-dir/nri.sock\"|" "$CONTAINERD_CONFIG"
+	grep -q "not-a-dir/nri.sock" "$CONTAINERD_CONFIG"
+	run timeout 20 "$RUNTIME_BINDIR/containerd" --config "$CONTAINERD_CONFIG"
+	[ "$status" -ne 0 ] && [ "$status" -ne 124 ]
+	assert_contains "$(unquote_log <<<"$output")" "$TESTDIR/not-a-dir"
+	run crictl_q info
+	[ "$status" -ne 0 ]
+}
+
 @test "containerd: a plugin required both here and by the default validator stops it, naming both places" {
 	runtime_config "$(guard_policy fail)
 [crio.nri.default_validator]
@@ -314,15 +327,14 @@ task_running() {
 	stop_faulty
 	runtime_start
 
-	# No READY pod: the sandbox is recovered not ready, its task stopped.
+	# No READY pod: the sandbox is recovered not ready, in crictl pods and
+	# crictl inspectp alike, and its task is stopped (in the background).
 	[ -z "$(crictl_cmd pods -q --state ready)" ]
 	old=$(crictl_cmd pods -q --no-trunc --name late)
 	[ -n "$old" ]
 	[ "$(sandbox_state "$old")" = SANDBOX_NOTREADY ]
-	if task_running "$old"; then
-		echo "the task of sandbox $old still runs" >&2
-		false
-	fi
+	[ "$(crictl_cmd pods -o json | jq -r --arg id "$old" '.items[] | select(.id == $id) | .state')" = SANDBOX_NOTREADY ]
+	wait_for 30 eval '! task_running "$old"'
 	grep -q "NRI plugins did not act on the sandbox before containerd stopped, stopping it" "$TESTDIR/daemon.log"
 
 	# The kubelet's retry while the plugin is away: the wait refuses it.
@@ -394,4 +406,48 @@ task_running() {
 	wait_for 10 nri_condition_is NRIPluginsReady true
 	ctr=$(crictl_cmd create "$pod_id" "$cfg" "$pod")
 	[ "$(injected_env "$ctr")" = guard ]
+}
+
+@test "containerd: a downgrade to the released containerd and back with a container started in the sandbox it recovered ready: the sandbox is recovered as it is, its container keeps running" {
+	local released=$RUNTIME_BINDIR/containerd-v2.4.2
+	[[ -x $released ]] || { ci_skip "$released not built (make containerd-pristine)"; return; }
+	NRI_REQUEST_TIMEOUT=60s runtime_config "$(guard_policy fail; echo 'events = ["RunPodSandbox", "CreateContainer"]')"
+	runtime_start
+	echo "hang 60s" >"$TESTDIR/control"
+	start_faulty --control "$TESTDIR/control"
+	pod=$(nri_pod_config adopted)
+	request_in_background crictl_cmd runp "$pod"
+	wait_for 10 grep -q "hang RunPodSandbox" "$TESTDIR/faulty.log"
+	crash_runtime
+	stop_faulty
+
+	# The released containerd ignores the tables (with a warning) and the
+	# extension: it recovers the sandbox ready, and a container is started
+	# in it, as the kubelet does.
+	cp "$released" "$TESTDIR/containerd-released"
+	PATH=$RUNTIME_BINDIR:$PATH "$TESTDIR/containerd-released" --config "$CONTAINERD_CONFIG" >>"$TESTDIR/daemon.log" 2>&1 &
+	DAEMON_PID=$!
+	wait_runtime_up 20
+	sb=$(crictl_cmd pods -q --no-trunc --name adopted)
+	[ "$(sandbox_state "$sb")" = SANDBOX_READY ]
+	ctr=$(crictl_cmd create "$sb" "$(ctr_config app sh -c 'exec sleep 1000')" "$pod")
+	crictl_cmd start "$ctr"
+	task_running "$ctr"
+	stop_daemon TERM
+
+	# The upgrade: the patched containerd keeps the sandbox and its container.
+	local lines
+	lines=$(grep -c "recovering it as it is" "$TESTDIR/daemon.log" || true)
+	runtime_start
+	grep -q "NRI plugins did not act on the sandbox before containerd stopped, but it has containers.*recovering it as it is.*sandbox=$sb" "$TESTDIR/daemon.log"
+	[ "$(sandbox_state "$sb")" = SANDBOX_READY ]
+	task_running "$sb"
+	task_running "$ctr"
+	[ "$(crictl_cmd inspect -o go-template --template '{{.status.state}}' "$ctr")" = CONTAINER_RUNNING ]
+	# Adopted: relayed from now on.
+	stop_daemon TERM
+	runtime_start
+	[ "$(grep -c "recovering it as it is" "$TESTDIR/daemon.log")" -eq $((lines + 1)) ]
+	[ "$(sandbox_state "$sb")" = SANDBOX_READY ]
+	task_running "$ctr"
 }
