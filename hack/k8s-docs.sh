@@ -10,8 +10,8 @@
 #
 #   K8S_RESULTS   the records (default bin/test-logs/k8s)
 #   TESTLOGS      the TAP stream (default bin/test-logs)
-#   K8S_WALL      wall time of make test-k8s in seconds, to print (optional;
-#                 measured outside the test)
+#   K8S_WALL      how long make test-k8s took, printed after "make test-k8s
+#                 took " (optional; measured outside the test)
 #   K8S_COLD      a sentence on the cold `make k8s` build time to print
 #                 (optional; measured outside the test)
 #   K8S_OUT       the file to write (default docs/kubernetes.md)
@@ -280,13 +280,16 @@ its node's runtime socket and check. Ways to get there on one machine:
   delegation, or a hypervisor, neither of which these machines have;
 - **a private mount namespace per node**, which is what the test does: each node's runtime and
   kubelet run in a mount namespace of their own (\`unshare -m\`, held by a sleeping process) in which
-  the node's own directories are bind-mounted over \`/run\`, \`/var/log\` and \`/opt\`. That is the
+  the node's own directories are bind-mounted over \`/run\`, \`/var/lib\`, \`/var/log\` and \`/opt\`. That is the
   filesystem half of a kind node: every path of the shipped files resolves to the node's own
   (\`/var/run/nri/nri.sock\`, \`/var/run/crio/crio.sock\` on node 1, \`/run/containerd/containerd.sock\`
   on node 2, \`/opt/nrigate/bin/nri-npd-check\`, \`/var/log/pods\`), both runtimes listen where they do
   on a real node, and nothing in the DaemonSets is changed for it. The containers of a node inherit
-  its namespace, so a \`hostPath\` mount is resolved on the node's side. Every mount vanishes with
-  the namespace.
+  its namespace, so a \`hostPath\` mount is resolved on the node's side. It also keeps apart
+  what a kubelet or runtime puts at a fixed path: two kubelets on one \`/var/lib\` would take the
+  device plugin socket \`/var/lib/kubelet/device-plugins/kubelet.sock\` from each other (its path
+  does not follow \`--root-dir\`), and CNI caches its results under \`/var/lib/cni\`. Every mount
+  vanishes with the namespace.
 
 What the two nodes still share, and how the test keeps them apart:
 
@@ -296,8 +299,9 @@ What the two nodes still share, and how the test keeps them apart:
 | the pod network | a \`/24\` per node allocated by the controller manager (\`--allocate-node-cidrs\`, cluster CIDR \`10.244.0.0/16\`; \`local-up-cluster.sh\` has no setting for it, so its \`CONTROLPLANE_SUDO\` wrapper adds the flags), and per node a CNI bridge of its own with host-local IPAM on that CIDR, written once the node has its \`podCIDR\`, as a CNI daemon does |
 | the API server's address for in-cluster clients | no kube-proxy (it would write iptables rules): the API server listens on the \`kubernetes\` Service's ClusterIP itself, \`10.96.0.1:443\` on \`lo\`, which NPD's pods reach as they would through kube-proxy |
 | cgroups | a \`cgroupRoot\` per kubelet (\`/<work dir>-nN\`) |
-| the kernel, sysctls, \`/etc\`, \`/var/lib\` | private state directories per runtime and kubelet (\`--root-dir\`); the sysctls the kubelet and the bridge plugin change are written back at the end |
+| the kernel, sysctls, \`/etc\` | private state directories per runtime and kubelet (\`--root-dir\`), the rest of the node's files in its own \`/run\`, \`/var/lib\`, \`/var/log\`, \`/opt\`; the sysctls the kubelet and the bridge plugin change are written back at the end |
 | capacity | each node reports the whole machine (2 CPUs), so both nodes together admit twice what it has |
+| mount propagation | each node's namespace is private: a pod asking for \`HostToContainer\` or \`Bidirectional\` propagation shares mounts with its node only (none of the test's pods does) |
 
 EOF
 	header "the nodes"
@@ -365,8 +369,10 @@ EOF
 The plugin's registration is the \`ready\` timestamp nri-faulty prints when it answers
 Synchronize; the runtime's NetworkReady=true is the first CRI \`Status\` answer that reports it
 (test/k8s/cristatus polls every 2 ms); a Node's change is when a \`kubectl get nodes -w\` watch
-received it. The kubelet polls the runtime's status every 5 s and reports node status every 10 s,
-which is what the node's part is made of; the runtime's own part must stay under 100 ms.
+received it. The runtime's own part must stay under 100 ms. The node's part is the kubelet's: it
+polls the runtime's status every 5 s and, in its first two minutes, posts a change of the node's
+status at once (its start-up updates); after that (the kubelet logs "Node not becoming ready in
+time after startup") every 10 s, later on a loaded machine.
 
 EOF
 	header ""
@@ -381,7 +387,7 @@ EOF
 	echo
 	echo "Control plane up (local-up-cluster.sh): $(v setup control_plane_seconds) s; control plane and both nodes up: $(v setup nodes_up_seconds) s; the whole \`setup_file\` (images, cluster, NPD): $(v setup up_seconds) s."
 	if [[ -n ${K8S_WALL:-} ]]; then
-		echo "\`make test-k8s\` took $K8S_WALL s (wall time, warm build cache, the 2-vCPU machine shared with other builds)."
+		echo "\`make test-k8s\` took $K8S_WALL."
 	fi
 	if [[ -n ${K8S_COLD:-} ]]; then
 		echo
@@ -528,7 +534,7 @@ EOF
 		echo "- \`$n\`: \`$(v forged-label outcome "$n")\`; the refusal: \`$(desc "$(v forged-label event "$n")")\`"
 	done
 	echo
-	echo "Teardown: host iptables rules, \`/etc/cni\` and \`lo\`'s addresses unchanged: **$(v teardown host_unchanged)**; sysctls the kubelets had changed and the test wrote back: $(jq -rs '[.[] | select(.scenario == "teardown" and .key == "sysctl_restored") | "`\(.value)`"] | join(", ") | if . == "" then "none" else . end' "$RES/k8s.jsonl")."
+	echo "Teardown: host iptables rules, \`/etc/cni\`, \`lo\`'s addresses and the paths a kubelet writes outside its \`--root-dir\` (\`/var/lib/kubelet\`, \`/var/log/pods\`, \`/var/log/containers\`) unchanged: **$(v teardown host_unchanged)**; sysctls the kubelets had changed and the test wrote back: $(jq -rs '[.[] | select(.scenario == "teardown" and .key == "sysctl_restored") | "`\(.value)`"] | join(", ") | if . == "" then "none" else . end' "$RES/k8s.jsonl")."
 } >"$OUT.tmp"
 
 mv "$OUT.tmp" "$OUT"

@@ -42,11 +42,13 @@ teardown_file() {
 	k8s_down || true
 }
 
-# teardown: a scenario that injects a fault (plugin_fault, plugin_cut)
-# and fails before it lifts it leaves none for the next.
+# teardown: a scenario that injects a fault (plugin_fault, plugin_cut) or
+# cordons a node and fails before it undoes that leaves none for the next.
 teardown() {
 	local n
 	for n in $(nodes); do
+		[[ $(kc get node "$(node_name "$n")" -o jsonpath='{.spec.unschedulable}' 2>/dev/null) != true ]] ||
+			kc uncordon "$(node_name "$n")" >/dev/null || true
 		rm -f "$(node_nri_dir "$n")/$PLUGIN_CONTROL"
 		if in_ns "$n" grep -q ' /run/nri tmpfs' /proc/self/mounts 2>/dev/null; then
 			plugin_uncut "$n" || true
@@ -182,9 +184,13 @@ scale_pinned() {
 	record $s all_running_seconds "$(since "$t0")"
 	kill "$watch" 2>/dev/null || true
 	wait "$watch" 2>/dev/null || true
-	local maxu
+	local maxu updates
 	maxu=$(jq -s '[.[].status.numberUnavailable // 0] | max // 0' "$K8S_WORK/ds-watch.json")
+	updates=$(jq -s 'length' "$K8S_WORK/ds-watch.json")
 	record $s max_unavailable "${maxu:-0}"
+	record $s ds_status_updates "$updates"
+	# The watch saw the rollout (not just the DaemonSet as it was).
+	[ "$updates" -ge 3 ]
 	for n in $(nodes); do
 		record $s plugin_image "$(kc -n "$DS_NS" get pod "$(ds_pod "$n")" -o jsonpath='{.spec.containers[0].image}')" "$n"
 		[ "$(kc -n "$DS_NS" get pod "$(ds_pod "$n")" -o jsonpath='{.spec.containers[0].image}')" = "$PLUGIN_IMAGE_NEXT" ]
@@ -578,6 +584,8 @@ npd_bound() { echo $((NPD_INTERVAL + 2)); }
 	kc uncordon "$(node_name 2)" >/dev/null
 	record $s placed "$(pods_per_node s-outage app=web)"
 	[ "$(pods_per_node s-outage app=web)" = "$(node_name 1) 3" ]
+	local placed
+	placed=$(kc -n s-outage get pods -l app=web -o name)
 	record $s default_toleration "$(kc -n s-outage get pod default-toleration -o json | jq -c '[.spec.tolerations[] | select(.effect == "NoExecute") | {key, tolerationSeconds}]')"
 
 	local t0
@@ -590,14 +598,19 @@ npd_bound() { echo $((NPD_INTERVAL + 2)); }
 	kc wait --for=jsonpath='{.spec.taints[?(@.effect=="NoExecute")].key}'=node.kubernetes.io/not-ready "node/$(node_name 1)" --timeout=120s >/dev/null
 	record $s noexecute_taint_seconds "$(since "$t0")"
 	record $s taints "$(node_taints 1)" 1
-	# The Deployment's pods are evicted after 20 s and re-created on node 2.
-	wait_until 180 "[[ \$(pods_per_node s-outage app=web) == '$(node_name 2) 3' ]]"
+	# The Deployment's pods are evicted after 20 s (node 1's kubelet ends
+	# them) and re-created on node 2.
+	kc -n s-outage wait --for=delete $placed --timeout=180s >/dev/null
 	wait_running s-outage app=web 3 180s
 	record $s recreated_on_node2_seconds "$(since "$t0")"
-	local ev
-	ev=$(kc -n s-outage get events -o json | jq -r '[.items[] | select(.reason == "TaintManagerEviction")][0] | "\(.reason): \(.message)"')
+	local ev marked
+	ev=$(kc -n s-outage get events -o json | jq -r '[.items[] | select(.reason == "TaintManagerEviction" and (.message | startswith("Marking for deletion")))] |
+		(.[0] | "\(.reason): \(.message)"), length')
+	marked=$(tail -1 <<<"$ev")
+	ev=$(head -1 <<<"$ev")
 	record $s eviction_event "$ev"
-	[[ $ev == TaintManagerEviction* ]]
+	record $s evictions "$marked"
+	[ "$marked" -eq 3 ]
 	record $s pods_wide "$(kc -n s-outage get pods -o wide | awk '{ print $1, $2, $3, $7 }' | column -t)"
 	record_outcome $s s-outage app=web
 	[ "$PODS" -eq 3 ]
@@ -893,8 +906,9 @@ npd_bound() { echo $((NPD_INTERVAL + 2)); }
 	local sel
 	sel=$(pinned_sel web)
 	wait_running s-ignore "$sel" 6 180s
-	local m1 ignored p m
+	local m1 ignored p m seen=0
 	while read -r n p m; do
+		seen=$((seen + 1))
 		m1=$(decisions "$n")
 		ignored=$(($(cut -d' ' -f3 <<<"$m1") - $(cut -d' ' -f3 <<<"${m0[$n]}")))
 		record $s pods "$p" "$n"
@@ -906,4 +920,5 @@ npd_bound() { echo $((NPD_INTERVAL + 2)); }
 		# One sandbox and one container per pod.
 		[ "$ignored" -ge 6 ]
 	done < <(injection_counts s-ignore "$sel" 2>/dev/null)
+	[ "$seen" -eq "$(nodes | wc -l)" ]
 }

@@ -21,9 +21,9 @@
 #
 #   Mount namespace. Each node's runtime and kubelet run in a private mount
 #   namespace of their own (unshare -m, held by a sleeping process), as a
-#   kind node is a container: there /run, /var/log and /opt are the node's
-#   own directories (K8S_WORK/nN/run, log, opt, bind-mounted over the
-#   host's), and /sys/kernel/mm/hugepages is an empty tmpfs (this host has
+#   kind node is a container: there /run, /var/lib, /var/log and /opt are
+#   the node's own directories (K8S_WORK/nN/run, lib, log, opt, bind-mounted
+#   over the host's), and /sys/kernel/mm/hugepages is an empty tmpfs (this host has
 #   no v1 hugetlb hierarchy: runc fails on the hugepage limits the kubelet
 #   sets otherwise). So the files of contrib/kubernetes resolve to each
 #   node's own paths with nothing substituted: the plugin DaemonSet's
@@ -32,8 +32,12 @@
 #   /opt/nrigate/bin its check. Each runtime listens where it does on a
 #   real node (/var/run/crio/crio.sock, /run/containerd/containerd.sock,
 #   NRI on /var/run/nri/nri.sock); the test reaches them at the host path
-#   K8S_WORK/nN/run/... (node_cri_sock N). Every mount vanishes with the
-#   namespace.
+#   K8S_WORK/nN/run/... (node_cri_sock N). What a kubelet or a runtime
+#   keeps at a fixed path stays the node's: the kubelet's device plugin
+#   socket (/var/lib/kubelet/device-plugins/kubelet.sock, whatever its
+#   --root-dir: two kubelets on the host's /var/lib would take it from
+#   each other), CNI's result cache (/var/lib/cni), the kubelet's
+#   /var/log/containers links. Every mount vanishes with the namespace.
 #   Addresses. The kubelet refuses a loopback node IP, and a node without an
 #   address has no kubectl exec or logs. Node N gets 198.51.100.N/32 (TEST-NET-2)
 #   on the host's lo, where only this host reaches it; both kubelets listen
@@ -277,7 +281,7 @@ k8s_addresses() {
 # podCIDR.
 node_up() {
 	local n=$1
-	mkdir -p "$(node_dir "$n")"/{run,log,opt/nrigate/bin,kubelet,static-pods}
+	mkdir -p "$(node_dir "$n")"/{run,lib,log,opt/nrigate/bin,kubelet,static-pods}
 	node_ns_start "$n" && rt_start "$n" && kubelet_start "$n" && node_network "$n" && npd_install_check "$n"
 }
 
@@ -290,6 +294,7 @@ node_ns_start() {
 		set -e
 		mount -t tmpfs -o size=4k,mode=0755 nrigate-no-hugepages /sys/kernel/mm/hugepages
 		mount --bind "$1/run" /run
+		mount --bind "$1/lib" /var/lib
 		mount --bind "$1/log" /var/log
 		mount --bind "$1/opt" /opt
 		touch "$1/ns.ready"
@@ -943,11 +948,11 @@ k8s_down() {
 	# Nothing of the host's iptables rules or /etc/cni may have changed.
 	if [[ -f $K8S_WORK/host.before ]]; then
 		if host_snapshot | diff "$K8S_WORK/host.before" - >"$K8S_WORK/logs/host.diff"; then
-			log "host iptables rules, /etc/cni and lo's addresses unchanged"
+			log "host iptables rules, /etc/cni, lo's addresses and the kubelet's fixed paths unchanged"
 			record teardown host_unchanged yes
 		else
 			record teardown host_unchanged "NO: $(head -5 "$K8S_WORK/logs/host.diff")"
-			log "host iptables rules, /etc/cni or lo's addresses changed (see logs/host.diff):"
+			log "host iptables rules, /etc/cni, lo's addresses or the kubelet's fixed paths changed (see logs/host.diff):"
 			head -20 "$K8S_WORK/logs/host.diff" >&2
 		fi
 	fi
@@ -972,8 +977,13 @@ k8s_restore_sysctls() {
 }
 
 # host_snapshot: the host's iptables rules (without counters), what is
-# under /etc/cni and lo's addresses, to compare before and after.
+# under /etc/cni, lo's addresses and whether the paths a kubelet would
+# write outside its --root-dir exist, to compare before and after.
 host_snapshot() {
+	local p
+	for p in /var/lib/kubelet /var/log/pods /var/log/containers /opt/nrigate; do
+		[[ -e $p ]] && echo "exists: $p"
+	done
 	local t
 	for t in iptables-save ip6tables-save; do
 		command -v "$t" >/dev/null && "$t" 2>/dev/null | grep -v '^#' | sed 's/\[[0-9]*:[0-9]*\]//'
