@@ -20,17 +20,18 @@ type violation struct {
 
 // The invariants (violation kinds).
 const (
-	vEscape    = "escape"          // created without a required plugin having acted on it
-	vInjection = "no-injection"    // a running container without a plugin's injection
-	vSelfCheck = "self-check"      // a soak container found a plugin's injection missing
-	vUnnamed   = "refusal-unnamed" // a refusal that does not name a required plugin
-	vIgnored   = "ignored-on-fail" // let through without a plugin while fail_policy was "fail"
-	vDeadline  = "deadline"        // the kubelet got DeadlineExceeded
-	vSettle    = "settle"          // pods Pending/ContainerCreating past the bound after the last fault
-	vLeak      = "leak"            // something left after the soak
-	vGrowth    = "growth"          // RSS, goroutines or fds growing over the second half
-	vNPD       = "node-condition"  // the Node condition did not follow the runtime within its bound
-	vRecovery  = "recovery"        // a node not back (plugins ready) long after a fault (found by the soak)
+	vEscape    = "escape"           // created without a required plugin having acted on it
+	vInjection = "no-injection"     // a running container without a plugin's injection
+	vSelfCheck = "self-check"       // a soak container found a plugin's injection missing
+	vUnnamed   = "refusal-unnamed"  // a refusal that does not name a required plugin
+	vIgnored   = "ignored-on-fail"  // let through without a plugin while fail_policy was "fail"
+	vUnlogged  = "ignored-unlogged" // let through without a plugin under "ignore", the pod not named in the runtime's log
+	vDeadline  = "deadline"         // the kubelet got DeadlineExceeded
+	vSettle    = "settle"           // pods Pending/ContainerCreating past the bound after the last fault
+	vLeak      = "leak"             // something left after the soak
+	vGrowth    = "growth"           // RSS, goroutines or fds growing over the second half
+	vNPD       = "node-condition"   // the Node condition did not follow the runtime within its bound
+	vRecovery  = "recovery"         // a node not back (plugins ready) long after a fault (found by the soak)
 )
 
 // checkOpts: live checks run while the soak runs, on what is complete.
@@ -202,6 +203,7 @@ func checkActed(r *records, o checkOpts, count map[int]*escapeCount) []violation
 		}
 	}
 	var out []violation
+	windows := r.ignoreWindows()
 	limit := r.Until - o.Lag
 	for _, c := range items {
 		if c.T > limit || c.T < r.Run.Start {
@@ -238,7 +240,12 @@ func checkActed(r *records, o checkOpts, count map[int]*escapeCount) []violation
 			if !c.FromLog {
 				src = "the runtime listed it"
 			}
-			out = append(out, r.violation(c.T, vEscape, c.Node, "%s on %s: %s at %s; %s",
+			kind := vEscape
+			if within(windows[c.Node], c.T) {
+				// Allowed under "ignore", but the runtime must say so.
+				kind, how = vUnlogged, how+", and the runtime logged no \"proceeds without it (fail_policy \"ignore\")\" for it"
+			}
+			out = append(out, r.violation(c.T, kind, c.Node, "%s on %s: %s at %s; %s",
 				what, r.nodeName(c.Node), src, r.at(c.T), how))
 		}
 	}
@@ -276,7 +283,7 @@ func checkInjected(r *records, count map[int]*escapeCount) []violation {
 					continue
 				}
 				seen[k] = true
-				out = append(out, r.violation(s.T, vInjection, s.Node, "container %.12s (%s/%s/%s) running on %s without %s",
+				out = append(out, r.violation(s.T, vInjection, s.Node, "container %.12s (%s/%s/%s) running on %s without %s, and the runtime logged no \"proceeds without it\" for it",
 					c.ID, c.NS, c.Pod, c.Name, r.nodeName(s.Node), p.Env))
 			}
 			seen[c.ID] = true
@@ -299,6 +306,7 @@ func contains(v []string, s string) bool {
 // through without that plugin under "ignore".
 func checkSelfCheck(r *records) []violation {
 	var out []violation
+	windows := r.ignoreWindows()
 	seen := map[string]bool{}
 	for _, p := range r.Pods {
 		node := r.nodeOf(p.Node)
@@ -318,8 +326,12 @@ func checkSelfCheck(r *records) []violation {
 					if r.excused(node, pl.Key, "CreateContainer", r.Run.Namespace, p.Name, c.Name, p.T) {
 						continue
 					}
-					out = append(out, r.violation(p.T, vSelfCheck, node, "container %s of pod %s/%s on %s exited %d: it found no %s (%s)",
-						c.Name, r.Run.Namespace, p.Name, p.Node, pl.Exit, pl.Env, shortID(ex.id)))
+					kind, also := vSelfCheck, ""
+					if within(windows[node], p.T) {
+						kind, also = vUnlogged, " under \"ignore\", and the runtime logged no \"proceeds without it\" for it"
+					}
+					out = append(out, r.violation(p.T, kind, node, "container %s of pod %s/%s on %s exited %d: it found no %s (%s)%s",
+						c.Name, r.Run.Namespace, p.Name, p.Node, pl.Exit, pl.Env, shortID(ex.id), also))
 				}
 			}
 		}
@@ -644,16 +656,28 @@ func checkNPD(r *records, o checkOpts) ([]violation, map[int]*npdResult) {
 			if len(segs) == 0 {
 				continue
 			}
-			nr.Changes++
-			// The lag: the first update from the change on that showed it,
-			// unless the runtime or NPD went down meanwhile.
-			for _, u := range updates {
-				if within(down[n.N], s.from) || within(down[n.N], u.T) {
-					break
+			// A change NPD had to follow (the Node showed the other
+			// status): its lag, the first update from the change on that
+			// showed it, unless the runtime or NPD went down meanwhile.
+			var before *nodeUpdate
+			for j := range updates {
+				if updates[j].T <= s.from {
+					before = &updates[j]
 				}
-				if u.T >= s.from && u.status(r.Run.NPD.Condition) == want {
-					nr.Lags = append(nr.Lags, u.T-s.from)
-					break
+			}
+			if before != nil && before.status(r.Run.NPD.Condition) != want && !within(down[n.N], s.from) {
+				nr.Changes++
+				for _, u := range updates {
+					if u.T < s.from {
+						continue
+					}
+					if within(down[n.N], u.T) {
+						break
+					}
+					if u.status(r.Run.NPD.Condition) == want {
+						nr.Lags = append(nr.Lags, u.T-s.from)
+						break
+					}
 				}
 			}
 			for _, g := range segs {

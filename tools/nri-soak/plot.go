@@ -176,7 +176,8 @@ func writePlot(r *records, file string) error {
 		names = append(names, n.Name+" "+n.Runtime)
 	}
 	pf.NominalY(names...)
-	pf.Y.Min, pf.Y.Max = -0.5, float64(rows)-0.5
+	// The rows at the bottom, the legend of the kinds above them.
+	pf.Y.Min, pf.Y.Max = -0.5, float64(rows)-0.5+6
 	used := map[string]bool{}
 	for _, f := range r.Faults {
 		used[f.Kind] = true

@@ -191,7 +191,7 @@ func writeSummary(w io.Writer, r *records, o outcome, plotFile string, h int) {
 		fmt.Fprintf(w, "| %s | %d | %s | %s | %s |\n", k, n, strings.Join(ns, ", "), dur(tot), dur(longest))
 	}
 	fmt.Fprintf(w, "\n<details><summary>Every fault (start and end, minutes:seconds)</summary>\n\n")
-	fmt.Fprintf(w, "| # | kind | node | start | end | detail |\n| ---: | --- | --- | --- | --- | --- |\n")
+	fmt.Fprintf(w, "| # | kind | node | start | end | what it did | detail |\n| ---: | --- | --- | --- | --- | --- | --- |\n")
 	for _, f := range r.Faults {
 		node := "all"
 		if f.Node != 0 {
@@ -202,7 +202,8 @@ func writeSummary(w io.Writer, r *records, o outcome, plotFile string, h int) {
 			d = append(d, k+": "+v)
 		}
 		sort.Strings(d)
-		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s |\n", f.ID, f.Kind, node, clock(r, f.Start), clock(r, f.End), strings.ReplaceAll(strings.Join(d, "; "), "|", "\\|"))
+		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %s | %s |\n", f.ID, f.Kind, node, clock(r, f.Start), clock(r, f.End), faultEffect(r, f),
+			strings.ReplaceAll(strings.Join(d, "; "), "|", "\\|"))
 	}
 	fmt.Fprintf(w, "\n</details>\n\n")
 
@@ -314,6 +315,50 @@ func writeSummary(w io.Writer, r *records, o outcome, plotFile string, h int) {
 	if plotFile != "" {
 		fmt.Fprintf(w, "%s# Over time\n\n![the soak over time: faults, containers created and refused per 30 s, each runtime's RSS, goroutines and open fds](%s)\n\n", H, plotFile)
 	}
+}
+
+// faultEffect says what a fault did on its node(s) while it lasted: the
+// requests the plugin held, the refusals and the requests let through
+// under "ignore" that the runtimes logged.
+func faultEffect(r *records, f faultRec) string {
+	end := f.End
+	if end == 0 {
+		end = r.end()
+	}
+	on := func(n int) bool { return f.Node == 0 || f.Node == n }
+	var held, refused, ignored int
+	for _, p := range r.Plugin {
+		if p.Kind == "hang" && on(p.Node) && p.T >= f.Start && p.T <= end {
+			held++
+		}
+	}
+	for n, rl := range r.Runtime {
+		if !on(n) {
+			continue
+		}
+		for _, p := range rl.Policy {
+			if p.T < f.Start || p.T > end {
+				continue
+			}
+			switch p.Kind {
+			case "refused":
+				refused++
+			case "ignored":
+				ignored++
+			}
+		}
+	}
+	var out []string
+	if held > 0 {
+		out = append(out, fmt.Sprintf("%d requests held", held))
+	}
+	if refused > 0 {
+		out = append(out, fmt.Sprintf("%d refused", refused))
+	}
+	if ignored > 0 {
+		out = append(out, fmt.Sprintf("%d let through (ignore)", ignored))
+	}
+	return strings.Join(out, ", ")
 }
 
 func paren(s string) string {
