@@ -625,6 +625,9 @@ leak_snapshot() {
 	crio) pins=$(find "$d/crio/state/ns" -mindepth 2 -maxdepth 2 -type f 2>/dev/null) ;;
 	containerd) pins=$(find "$d/containerd/state" -path '*netns*' -type f 2>/dev/null) ;;
 	esac
+	# And what `ip netns` lists in the node's mount namespace (its
+	# /run/netns): neither runtime pins there here, so anything is a leak.
+	pins+=$'\n'$(in_ns "$n" ip netns list 2>/dev/null | awk '{ print "/run/netns/" $1 }')
 	pins=$(jq -Rsc 'split("\n") | map(select(. != ""))' <<<"$pins")
 	ipam=$(for f in "$d"/cni-ipam/*/*; do
 		[[ -f $f && $(basename "$f") != last_reserved_ip* && $(basename "$f") != lock ]] || continue
