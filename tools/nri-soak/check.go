@@ -445,7 +445,10 @@ func (r *records) nodeOfPod(name string, before float64) int {
 	return n
 }
 
-var reDeadline = regexp.MustCompile(`DeadlineExceeded|context deadline exceeded`)
+// A CRI call of the kubelet that failed with DeadlineExceeded. (A
+// runtime's status text may say "context deadline exceeded" too: why it
+// dropped a plugin, which NetworkNotReady events carry.)
+var reDeadline = regexp.MustCompile(`code = DeadlineExceeded`)
 
 // runtimeDown returns, per node, the intervals in which its runtime was
 // down or restarting (runtime-kill*, node-restart), or its kubelet, until

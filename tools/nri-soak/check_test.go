@@ -135,8 +135,8 @@ func TestRefusalsNameThePlugin(t *testing.T) {
 		{T: 1103, Reason: "Failed", Name: "p", Message: `Error: rpc error: code = FailedPrecondition desc = CreateContainer of container "app" in pod soak/p refused: required NRI plugin "device-injector" is not registered; ...`},
 		{T: 1104, Reason: "FailedCreatePodSandBox", Name: "p", Message: `rpc error: code = FailedPrecondition desc = RunPodSandbox of pod soak/p refused: required NRI plugin "other" is not registered`},
 		{T: 1105, Reason: "Failed", Name: "p", Message: `rpc error: code = DeadlineExceeded desc = context deadline exceeded`},
-		// Not a refusal.
-		{T: 1106, Reason: "NetworkNotReady", Name: "p", Message: `network is not ready: container runtime network not ready: NetworkReady=false reason:NRIPluginNotReady message:network NRI plugins not ready: "device-injector" is not registered`},
+		// Neither a refusal nor a CRI call that timed out.
+		{T: 1106, Reason: "NetworkNotReady", Name: "p", Message: `network is not ready: container runtime network not ready: NetworkReady=false reason:NRIPluginNotReady message:network NRI plugins not ready: "device-injector" is disconnected (failed to handle RunPodSandbox request: context deadline exceeded)`},
 		// While the runtime was down: not a violation.
 		{T: 1111, Reason: "Failed", Name: "p", Message: `rpc error: code = DeadlineExceeded desc = context deadline exceeded`},
 	}
