@@ -18,6 +18,10 @@
 # Environment:
 #   SOAK_DURATION    how long faults are injected (default 30m; s, m, h)
 #   SOAK_SEED        the seed (default: a random one, printed first)
+#   SOAK_KINDS       the fault kinds to draw from, comma-separated (default
+#                    every kind; without runtime-kill, runtime-kill-held and
+#                    node-restart the runtimes live through the soak, and
+#                    their growth is judged on long processes)
 #   SOAK_DIR         the records and the summary (default bin/test-logs/soak)
 #   SOAK_CLUSTER     "new" (default): start the cluster (k8s_up) and stop
 #                    it after; "reuse": the cluster of K8S_WORK and
@@ -691,14 +695,14 @@ main() {
 	[[ $dur =~ ^[0-9]+$ && $dur -gt 0 ]] || die "SOAK_DURATION=$SOAK_DURATION: a duration such as 30m, 300s, 1h"
 	SOAK_SEED=${SOAK_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
 	[[ $SOAK_SEED =~ ^[0-9]+$ ]] || die "SOAK_SEED=$SOAK_SEED: a non-negative integer"
-	SOAK_COMMAND=${SOAK_COMMAND:-make soak SOAK_DURATION=${SOAK_DURATION:-30m} SOAK_SEED=$SOAK_SEED}
+	SOAK_COMMAND=${SOAK_COMMAND:-make soak SOAK_DURATION=${SOAK_DURATION:-30m} SOAK_SEED=$SOAK_SEED${SOAK_KINDS:+ SOAK_KINDS=$SOAK_KINDS}}
 	echo "SOAK_SEED=$SOAK_SEED SOAK_DURATION=${SOAK_DURATION:-30m} (to run it again: $SOAK_COMMAND)"
 
 	rm -rf "$SOAK_DIR" && mkdir -p "$SOAK_DIR"/{snapshots,leaks,plugin-logs,logs,bin} || die "cannot create $SOAK_DIR"
 	NRI_SOAK=$SOAK_DIR/bin/nri-soak
 	(cd "$REPO_ROOT" && go build -o "$NRI_SOAK" ./tools/nri-soak) || die "cannot build tools/nri-soak"
 	local digest
-	digest=$("$NRI_SOAK" plan -seed "$SOAK_SEED" -duration "${dur}s" -nodes "$K8S_NODES" \
+	digest=$("$NRI_SOAK" plan -seed "$SOAK_SEED" -duration "${dur}s" -nodes "$K8S_NODES" ${SOAK_KINDS:+-kinds "$SOAK_KINDS"} \
 		-faults "$SOAK_DIR/faults.tsv" -churn "$SOAK_DIR/churn.tsv") || die "cannot draw the plan"
 	say "plan $digest: $(wc -l <"$SOAK_DIR/churn.tsv") churn operations; faults in the order drawn until ${dur}s have passed"
 

@@ -5,7 +5,8 @@
 #                        test-k8s under churn while a seeded schedule injects
 #                        faults for SOAK_DURATION (default 30m); SOAK_SEED
 #                        (default: a random one, printed first) runs a
-#                        schedule again. Records, summary and plot in
+#                        schedule again; SOAK_KINDS the fault kinds to
+#                        draw from. Records, summary and plot in
 #                        $(SOAK_DIR); exit 1 on a violation, naming the
 #                        first (SOAK_KEEP_GOING=1: every violation,
 #                        the soak goes on)
@@ -23,7 +24,8 @@ SOAK_RUNS ?= $(SOAK_DIR)
 
 soak: install-deps k8s $(if $(wildcard contrib/cri-o/crio.mk),crio) $(if $(wildcard contrib/containerd/containerd.mk),containerd)
 	SOAK_DURATION=$(SOAK_DURATION) SOAK_DIR=$(SOAK_DIR) $(if $(SOAK_SEED),SOAK_SEED=$(SOAK_SEED)) \
-		$(if $(SOAK_KEEP_GOING),SOAK_KEEP_GOING=$(SOAK_KEEP_GOING)) bash test/soak/soak.bash
+		$(if $(SOAK_KEEP_GOING),SOAK_KEEP_GOING=$(SOAK_KEEP_GOING)) $(if $(SOAK_KINDS),SOAK_KINDS=$(SOAK_KINDS)) \
+		bash test/soak/soak.bash
 
 soak-docs:
 	$(GO) run ./tools/nri-soak docs -out docs/reliability.md -defects test/soak/defects.md $(SOAK_RUNS)

@@ -46,30 +46,39 @@ injection is missing.
 | kind | what |
 | --- | --- |
 | plugin-kill | the plugin's process SIGKILLed on a node; the kubelet restarts it |
-| plugin-hang | the plugin holds every gated request past the runtime's request timeout (2 s) for 5–25 s |
+| plugin-hang | the plugin holds every gated request on a node past the runtime's request timeout (2 s) for 5–25 s; a pod created on the node meets it |
 | plugin-roll | the DaemonSet rolled to the other image tag and the other NRI index (10 ↔ 15) across both nodes, maxUnavailable 1 |
 | runtime-kill | a node's runtime SIGKILLed, started again 0–5 s later |
 | runtime-kill-held | the same while the plugin holds the RunPodSandbox of a pod the fault creates on that node |
 | kubelet-restart | a node's kubelet stopped (SIGTERM) and started 0–10 s later |
 | node-restart | kubelet and runtime stopped, every process of the node's pods killed, runtime then kubelet started 2–10 s later |
-| ignore-flip | CRI-O reloaded (SIGHUP) with ` + "`fail_policy = \"ignore\"`" + `, the plugin killed meanwhile, reloaded back to ` + "`\"fail\"`" + ` after 10–30 s |
+| ignore-flip | CRI-O reloaded (SIGHUP) with ` + "`fail_policy = \"ignore\"`" + `, the plugin holding every request meanwhile (requests time out and go through without it), a pod created on the node; reloaded back to ` + "`\"fail\"`" + ` after 10–30 s |
 | plugin2-down | the second required plugin (ulimit-adjuster, index 20, the variant of ` + "`contrib/kubernetes/two-plugins`" + `) deleted for 10–30 s |
+
+A fault ends when its node is back: the runtime and the kubelet answer and the runtime reports both plugins ready.
+A plugin the kubelet still holds in its restart back-off a minute after the fault is restarted (its pod deleted:
+the soak is not about the kubelet's back-off; the fault's detail says so); a node not back three minutes after is
+a violation.
 
 The policy is the shipped drop-in of each runtime with two changes: the key is the plugin's name without its index
 (` + "`\"device-injector\"`" + `: any index, so that the roll to index 15 keeps the plugin required; with the shipped
-` + "`10-device-injector`" + ` a plugin registering as 15 is another plugin) and the readiness of each node (below); the
-second plugin's drop-in of ` + "`contrib/kubernetes/two-plugins`" + ` next to it.
+` + "`10-device-injector`" + ` a plugin registering as 15 is another plugin) and the readiness per node
+(` + "`SOAK_READINESS`" + `, default: node 1 ` + "`\"condition\"`" + `, so that pods are scheduled there while the plugin is down and meet
+the policy; node 2 ` + "`\"network\"`" + ` as shipped, so that the node goes NotReady instead); the second plugin's drop-in of
+` + "`contrib/kubernetes/two-plugins`" + ` next to it.
 
 **Invariants**, checked every 30 s while the soak runs (on what is complete) and on everything at the end. On the
 first violation the soak stops injecting, heals the cluster, checks, writes the summary and exits non-zero naming the
-violation, its time and the fault before it; the logs stay in ` + "`bin/test-logs/soak`" + `. SIGINT does the same
-without a violation.
+violation, its time and the fault before it; the logs stay in ` + "`bin/test-logs/soak`" + ` (` + "`SOAK_KEEP_GOING=1`" + `: it goes on
+to the end and reports every violation). SIGINT stops injecting the same way.
 
 - **No escape**: every sandbox and container of the soak that a runtime reported created (its log) or listed (a
   READY sandbox, a started container) was acted on by each required plugin before the runtime reported it: the
   plugin logs the sandbox's or container's ID with each request it acted on (nri-faulty's "acted" line); the soak
   keeps the plugins' container logs as hard links, so that the kubelet's log rotation and pod deletion lose none.
-  Under ` + "`ignore`" + ` a request may go through without the plugin only where the runtime logged that it did.
+  Under ` + "`ignore`" + ` a request may go through without the plugin only where the runtime logged that it did, naming the
+  request (NRI's ` + "`required NRI plugin \"KEY\" ...; X proceeds without it (fail_policy \"ignore\")`" + `, docs/metrics.md):
+  otherwise it is ` + "`ignored-unlogged`" + `.
 - **Injected**: every running container of the soak carries both plugins' injections (` + "`crictl inspect`" + `, each check),
   and no container exited with a self-check's code.
 - **Refusals name the plugin**: every refusal a runtime logged and every refusal in a kubelet event names a required
@@ -85,7 +94,9 @@ without a violation.
 - **The Node condition follows**: node-problem-detector's ` + "`NRIPluginsNotReady`" + ` matches the runtime's
   ` + "`NRIPluginsReady`" + ` within NPD's period + 2 s, outside the faults that take the runtime or NPD down.
 
-The CI runs a short soak (5 minutes, a fixed seed) as the last test of ` + "`make test-k8s`" + `, on its cluster.
+The CI runs a short soak (5 minutes, seed 136, whose first faults are a hang, a node restart, a runtime killed
+while the plugin holds a request, the roll and the ignore flip) as the last test of ` + "`make test-k8s`" + `, on its
+cluster; its records are in ` + "`bin/test-logs/soak-ci`" + `.
 `
 
 func writeDocs(w io.Writer, runs []docRun, defects string) {

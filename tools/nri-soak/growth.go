@@ -12,8 +12,13 @@ import (
 const growthTolerance = 0.10
 
 // warmup: samples of a runtime started during the soak are left out for
-// this long after its first sample (a fresh process fills its caches).
-const warmup = 60.0
+// this long after its first sample. A restarted runtime's RSS climbs for
+// minutes while its heap and caches fill (the 30-minute runs of
+// docs/reliability.md: a minute after a restart the slope of the next
+// minutes is still tens of MiB an hour and falls to the noise by about
+// five), and a slope fitted over such stretches measures that, not a
+// leak.
+const warmup = 300.0
 
 type growthResult struct {
 	Node   int
@@ -22,7 +27,8 @@ type growthResult struct {
 	Fit    growthFit
 	// Tol: the tolerance in Unit per hour.
 	Tol float64
-	// Span: seconds between the first and the last sample fitted.
+	// Span: the seconds the fitted samples cover, summed over the
+	// processes (each from its first fitted sample to its last).
 	Span    float64
 	Verdict string
 	Err     string
@@ -104,9 +110,7 @@ func checkGrowth(r *records) ([]growthResult, []violation) {
 			if len(x) != len(y) {
 				x = nil
 			}
-			if len(t) > 1 {
-				g.Span = t[len(t)-1] - t[0]
-			}
+			g.Span = coverage(t, seg)
 			fit, err := fitGrowth(t, x, y, seg)
 			if err != nil {
 				g.Err, g.Verdict = err.Error(), gNotJudged
@@ -118,6 +122,7 @@ func checkGrowth(r *records) ([]growthResult, []violation) {
 			switch {
 			case g.Span < r.Run.GrowthMin:
 				g.Verdict = gNotJudged
+				g.Err = fmt.Sprintf("%s of samples at least %s into a process, under %s", dur(g.Span), dur(warmup), dur(r.Run.GrowthMin))
 			case fit.Lo > g.Tol:
 				g.Verdict = gGrowing
 				vs = append(vs, r.violation(end, vGrowth, n.N, "%s's %s grows over the second half: %+.3g%s/h (95 %% interval %+.3g … %+.3g), above the tolerance %.3g%s/h (%.0f %% of its median %.4g)",
@@ -145,4 +150,21 @@ func (g growthResult) String() string {
 		return fmt.Sprintf("%s: %s", g.Metric, g.Err)
 	}
 	return fmt.Sprintf("%s: %+.3g%s/h [%+.3g, %+.3g] (%s)", g.Metric, g.Fit.Slope, sp(g.Unit), g.Fit.Lo, g.Fit.Hi, g.Verdict)
+}
+
+// coverage returns the time the samples at t cover: per segment (a
+// process), from its first sample to its last.
+func coverage(t []float64, seg []int) float64 {
+	first, last := map[int]float64{}, map[int]float64{}
+	for i, s := range seg {
+		if _, ok := first[s]; !ok {
+			first[s] = t[i]
+		}
+		last[s] = t[i]
+	}
+	c := 0.0
+	for s := range first {
+		c += last[s] - first[s]
+	}
+	return c
 }

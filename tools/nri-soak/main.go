@@ -4,7 +4,7 @@
 // the plot. The soak itself (the cluster, the faults, the churn, the
 // records) is test/soak/soak.bash on test/k8s/lib.bash.
 //
-//	nri-soak plan -seed S -duration D -nodes "crio containerd" -faults F -churn C
+//	nri-soak plan -seed S -duration D -nodes "crio containerd" [-kinds K,...] -faults F -churn C
 //	    the schedule: F gets "GAP KIND NODE HOLD" lines, C "AT OP NODE ARG";
 //	    prints the plan's digest
 //	nri-soak check -dir DIR -logs LOGS [-live -until T -lag S]
@@ -32,6 +32,7 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -72,13 +73,23 @@ func cmdPlan(args []string) error {
 	seed := fs.Uint64("seed", 0, "the seed")
 	duration := fs.Duration("duration", 0, "how long faults are injected")
 	nodes := fs.String("nodes", "crio containerd", "each node's runtime, in order")
+	kinds := fs.String("kinds", "", "the fault kinds to draw from, comma-separated (default: every kind)")
 	faults := fs.String("faults", "", "file for the fault schedule")
 	churnF := fs.String("churn", "", "file for the churn")
 	_ = fs.Parse(args)
 	if *duration <= 0 || *faults == "" || *churnF == "" {
 		return fmt.Errorf("plan: -duration, -faults and -churn are required")
 	}
-	p := makePlan(*seed, duration.Seconds(), strings.Fields(*nodes))
+	only := faultKinds
+	if *kinds != "" {
+		only = strings.Split(*kinds, ",")
+		for _, k := range only {
+			if !slices.Contains(faultKinds, k) {
+				return fmt.Errorf("plan: -kinds: unknown fault kind %q (kinds: %s)", k, strings.Join(faultKinds, ", "))
+			}
+		}
+	}
+	p := makePlanOf(*seed, duration.Seconds(), strings.Fields(*nodes), only)
 	for _, w := range []struct {
 		file string
 		f    func(*os.File) error

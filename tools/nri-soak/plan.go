@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"strings"
 )
 
@@ -121,6 +122,11 @@ type plan struct {
 // soak stops at its deadline. Faults and churn are drawn from streams of
 // their own, so that a longer run of a seed begins as the shorter one.
 func makePlan(seed uint64, duration float64, nodes []string) plan {
+	return makePlanOf(seed, duration, nodes, faultKinds)
+}
+
+// makePlanOf draws the plan with faults of the given kinds only.
+func makePlanOf(seed uint64, duration float64, nodes []string, only []string) plan {
 	rng := rand.New(rand.NewPCG(seed, 0x736f616b01))
 	var crio []int
 	for i, rt := range nodes {
@@ -130,7 +136,7 @@ func makePlan(seed uint64, duration float64, nodes []string) plan {
 	}
 	var kinds []string
 	for _, k := range faultKinds {
-		if k == kIgnoreFlip && len(crio) == 0 {
+		if (k == kIgnoreFlip && len(crio) == 0) || !slices.Contains(only, k) {
 			continue
 		}
 		kinds = append(kinds, k)
@@ -140,7 +146,7 @@ func makePlan(seed uint64, duration float64, nodes []string) plan {
 	var bag []string
 	// A fault takes at least its gap, so duration/gapMin bounds how many
 	// can start.
-	for i := 0; float64(i)*gapMin <= duration; i++ {
+	for i := 0; len(kinds) > 0 && float64(i)*gapMin <= duration; i++ {
 		if len(bag) == 0 {
 			bag = append(bag, kinds...)
 			rng.Shuffle(len(bag), func(a, b int) { bag[a], bag[b] = bag[b], bag[a] })

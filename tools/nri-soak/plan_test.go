@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -109,5 +110,18 @@ func TestPlanChurn(t *testing.T) {
 	var b strings.Builder
 	if err := p.writeChurn(&b); err != nil || strings.Count(b.String(), "\n") != len(p.Churn) {
 		t.Fatalf("writeChurn: %v", err)
+	}
+}
+
+func TestPlanOfSomeKinds(t *testing.T) {
+	only := []string{kPluginKill, kPluginHang, kIgnoreFlip}
+	p := makePlanOf(5, 1800, []string{"crio", "containerd"}, only)
+	for _, f := range p.Faults {
+		if !slices.Contains(only, f.Kind) {
+			t.Fatalf("%s drawn, not among %v", f.Kind, only)
+		}
+	}
+	if len(p.Faults) == 0 || p.digest() == makePlan(5, 1800, []string{"crio", "containerd"}).digest() {
+		t.Fatalf("the kinds did not change the plan")
 	}
 }

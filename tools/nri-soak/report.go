@@ -284,19 +284,20 @@ func writeSummary(w io.Writer, r *records, o outcome, plotFile string, h int) {
 	if len(o.Growth) > 0 {
 		fmt.Fprintf(w, "%s# Growth over the second half\n\n", H)
 		mid, end := r.secondHalf()
-		fmt.Fprintf(w, "Least-squares slope over %s … %s, one level per runtime process (a restarted runtime starts from its own), the runtime's sandboxes and containers as covariate, the first %.0f s of a runtime started during the soak left out; t-based 95 %% interval. A series grows if the whole interval lies above %.0f %% of its median per hour.\n\n",
-			clock(r, mid), clock(r, end), warmup, growthTolerance*100)
-		fmt.Fprintf(w, "| node | series | median | slope per hour | 95 %% interval | samples (processes) | verdict |\n| --- | --- | ---: | ---: | --- | --- | --- |\n")
+		fmt.Fprintf(w, "Least-squares slope over %s … %s, one level per runtime process (a restarted runtime starts from its own), the runtime's sandboxes and containers as covariate, the first %s of a runtime started during the soak left out (its warm-up); t-based 95 %% interval. A series grows if the whole interval lies above %.0f %% of its median per hour; it is judged when its samples cover at least %s.\n\n",
+			clock(r, mid), clock(r, end), dur(warmup), growthTolerance*100, dur(r.Run.GrowthMin))
+		fmt.Fprintf(w, "| node | series | median | slope per hour | 95 %% interval | samples (processes), time covered | verdict |\n| --- | --- | ---: | ---: | --- | --- | --- |\n")
 		for _, g := range o.Growth {
+			verdict := g.Verdict
 			if g.Err != "" {
-				fmt.Fprintf(w, "| %s | %s | | | | | %s (%s) |\n", r.nodeName(g.Node), g.Metric, g.Verdict, g.Err)
+				verdict += ": " + g.Err
+			}
+			if g.Fit.N == 0 {
+				fmt.Fprintf(w, "| %s | %s | | | | | %s |\n", r.nodeName(g.Node), g.Metric, verdict)
 				continue
 			}
-			fmt.Fprintf(w, "| %s | %s | %.4g%s | %+.3g | %+.3g … %+.3g | %d (%d) | %s |\n", r.nodeName(g.Node), g.Metric, g.Fit.Median, sp(g.Unit),
-				g.Fit.Slope, g.Fit.Lo, g.Fit.Hi, g.Fit.N, g.Fit.Segments, g.Verdict)
-		}
-		if run.GrowthMin > 0 {
-			fmt.Fprintf(w, "\nGrowth is judged when the second half spans at least %s; shorter runs report the slopes only.\n", dur(run.GrowthMin))
+			fmt.Fprintf(w, "| %s | %s | %.4g%s | %+.3g | %+.3g … %+.3g | %d (%d), %s | %s |\n", r.nodeName(g.Node), g.Metric, g.Fit.Median, sp(g.Unit),
+				g.Fit.Slope, g.Fit.Lo, g.Fit.Hi, g.Fit.N, g.Fit.Segments, dur(g.Span), verdict)
 		}
 		fmt.Fprintln(w)
 	}
