@@ -928,7 +928,7 @@ npd_bound() { echo $((NPD_INTERVAL + 2)); }
 # faults for 5 minutes, every invariant checked (docs/reliability.md). It
 # restarts the runtimes with the soak's policy and leaves them so: it runs
 # last. Its records and summary are in $TESTLOGS/soak-ci.
-@test "soak: 5 minutes of seeded faults on both nodes under churn; nothing escaped, leaked or grew" {
+@test "soak: 5 minutes of seeded faults on both nodes under churn; nothing escaped, every refusal named, nothing leaked" {
 	local dir=${SOAK_CI_DIR:-$REPO_ROOT/bin/test-logs/soak-ci} rc=0
 	SOAK_CLUSTER=reuse SOAK_DURATION=${SOAK_CI_DURATION:-5m} SOAK_SEED=${SOAK_CI_SEED:-136} SOAK_DIR=$dir \
 		SOAK_COMMAND="make test-k8s (its last test; SOAK_CI_SEED=${SOAK_CI_SEED:-136})" \

@@ -396,15 +396,13 @@ heal() {
 
 # --- the faults -----------------------------------------------------------------
 
-# poke N NAME: a bare pod NAME-K pinned to node N (the soak's
-# self-checking container), so that a fault meets a gated request on that
-# node whatever the churn does; prints its name.
-POKES=0
+# poke N NAME: a bare pod NAME-ID (ID: the fault's) pinned to node N (the
+# soak's self-checking container), so that a fault meets a gated request
+# on that node whatever the churn does; prints its name.
 poke() {
-	POKES=$((POKES + 1))
-	jq -n --arg name "$2-$POKES" --arg ns "$SOAK_NS" --argjson t "$(pod_template "$1" poke)" \
+	jq -n --arg name "$2-$FAULT_ID" --arg ns "$SOAK_NS" --argjson t "$(pod_template "$1" poke)" \
 		'{apiVersion: "v1", kind: "Pod", metadata: ($t.metadata + {name: $name, namespace: $ns}), spec: $t.spec}' |
-		kc apply -f - >/dev/null && echo "$2-$POKES"
+		kc create -f - >/dev/null && echo "$2-$FAULT_ID"
 }
 
 # noticed N SINCE: wait (up to 10 s) for node N's runtime to report a
