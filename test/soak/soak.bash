@@ -603,7 +603,7 @@ settle() {
 # leak_snapshot N: what node N holds, next to the API server's pods of the
 # node, into leaks/T-nN.json (tools/nri-soak leaks): the runtime's lists
 # (sandboxes with their runtime spec's namespace paths and root), runc's
-# containers, mounts under the node's directories and /run in its mount
+# containers, mounts under the node's directory and /run/netns in its mount
 # namespace, the namespace pins, the CNI IP allocations, the cgroups under
 # the kubelet's cgroup root.
 leak_snapshot() {
@@ -621,8 +621,12 @@ leak_snapshot() {
 		cx+=("$(crictl_n "$n" inspect -o json "$id" 2>/dev/null | jq -c '.info.runtimeSpec.root.path // ""' || echo '""')")
 	done
 	runc=$(find "$d/$(node_rt "$n")/runc" -name state.json -printf '%h\n' 2>/dev/null | xargs -rn1 basename | jq -Rsc 'split("\n") | map(select(. != ""))')
-	mounts=$(in_ns "$n" cat /proc/self/mountinfo | awk -v d="$d/" -v w="$K8S_WORK/" '
-		{ m = $5 } index(m, d) == 1 || (index(m, "/run/") == 1) { print m }' | jq -Rsc 'split("\n") | map(select(. != ""))')
+	# Every path the node's runtime and kubelet mount under is the node's
+	# directory, but /run/netns: the mounts the namespace copied from the
+	# host when it was made (another runtime's, on a shared machine) are
+	# not the node's.
+	mounts=$(in_ns "$n" cat /proc/self/mountinfo | awk -v d="$d/" '
+		{ m = $5 } index(m, d) == 1 || index(m, "/run/netns/") == 1 { print m }' | jq -Rsc 'split("\n") | map(select(. != ""))')
 	case $(node_rt "$n") in
 	crio) pins=$(find "$d/crio/state/ns" -mindepth 2 -maxdepth 2 -type f 2>/dev/null) ;;
 	containerd) pins=$(find "$d/containerd/state" -path '*netns*' -type f 2>/dev/null) ;;
