@@ -693,7 +693,13 @@ kubelet_start() {
 		--hostname-override "$name" --node-ip "$ip" --root-dir "$d/root" --cert-dir "$d/pki" --v=2 \
 		>>"$K8S_WORK/logs/n$n-kubelet.log" 2>&1 &
 	echo $! >"$(node_dir "$n")/kubelet.pid"
-	kc wait --for=create "node/$name" --timeout=60s >/dev/null || {
+	# Before it registers the node, the kubelet's cAdvisor looks at every
+	# cgroup on the host, and its CRI-O handler spends about 3 s on each
+	# crio-ID cgroup that the node's CRI-O does not know (it retries): on a
+	# machine where other CRI-O instances left such cgroups, a minute was
+	# not enough (eight of them at the host's root and the node's own
+	# after a restart).
+	kc wait --for=create "node/$name" --timeout="${K8S_REGISTER_TIMEOUT:-180s}" >/dev/null || {
 		echo "node $name not registered:" >&2
 		tail -20 "$K8S_WORK/logs/n$n-kubelet.log" >&2
 		return 1
