@@ -815,5 +815,8 @@ main() {
 	return "$rc"
 }
 
-main "$@"
-exit
+# Sourced (a test of its functions), it runs nothing.
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+	main "$@"
+	exit
+fi
