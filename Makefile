@@ -2,7 +2,8 @@
 # commands of the README quick start; both install what they need first.
 #
 #   make build          bin/nri-faulty (every plugin of contrib/plugins), bin/nri-bench,
-#                       bin/nri-npd-check (node-problem-detector's check) and
+#                       bin/nri-npd-check (node-problem-detector's check),
+#                       bin/nri-soak (the soak's schedule, checks and report) and
 #                       bin/sdnotify (the NOTIFY_SOCKET of the watchdog tests)
 #   make run            patched CRI-O in the foreground with the sample policy (run-crio)
 #   make demo           hack/demo.sh: the scripted walk-through on $(RUNTIME)
@@ -21,10 +22,10 @@
 #   make clean          remove bin/ (build/, the runtimes' build trees, stays)
 #
 # The series' own targets (nri, nri-check, crio, containerd, test-crio,
-# test-bats-crio, test-e2e-crio, parity, test-k8s, ...) are in
+# test-bats-crio, test-e2e-crio, parity, test-k8s, soak, ...) are in
 # contrib/nri/nri.mk, contrib/cri-o/crio.mk, contrib/containerd/containerd.mk,
 # test/runtimes.mk, test/install.mk (test-install: docs/install.md as
-# written) and test/k8s/k8s.mk.
+# written), test/k8s/k8s.mk and test/soak/soak.mk.
 
 SHELL := /bin/bash
 GO ?= go
@@ -57,6 +58,7 @@ RUNTIME_TESTS :=
 -include test/runtimes.mk
 -include test/install.mk
 -include test/k8s/k8s.mk
+-include test/soak/soak.mk
 
 .PHONY: all build prebuild test test-go test-unit fuzz lint bench install-deps run demo clean
 
@@ -68,6 +70,7 @@ build:
 		$(GO) build -o bin/$$p ./contrib/plugins/$$p || exit 1; \
 	done
 	$(GO) build -o bin/nri-bench ./tools/nri-bench
+	$(GO) build -o bin/nri-soak ./tools/nri-soak
 	$(GO) build -o bin/sdnotify ./tools/sdnotify
 	CGO_ENABLED=0 $(GO) build -o bin/nri-npd-check ./tools/nri-npd-check
 

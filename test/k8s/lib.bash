@@ -9,6 +9,8 @@
 #   k8s_down               everything stopped and removed, the host restored
 #   rt_start N [POLICY...] node N's runtime (configured, images imported)
 #   rt_stop N / rt_kill N  SIGTERM (as systemd stops it) / SIGKILL
+#   rt_reload N POLICY...  CRI-O's drop-ins replaced, SIGHUP (systemctl reload)
+#   rt_pid N, rt_metrics N the runtime's pid, its Prometheus metrics
 #   kubelet_start N / kubelet_stop N
 #   ds_apply / ds_delete   the plugin's DaemonSet (contrib/kubernetes)
 #   plugin_pid N, plugin_fault N MODE, plugin_cut N / plugin_uncut N
@@ -71,6 +73,8 @@
 #   K8S_RESULTS      directory of the JSON records docs/kubernetes.md is
 #                    generated from (default bin/test-logs/k8s)
 #   K8S_KEEP         keep the work directory (logs) after k8s_down
+#   CRISTATUS_INTERVAL  how often the CRI Status watchers ask each runtime
+#                    (default 2ms)
 
 REPO_ROOT=${REPO_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 K8S_VERSION=v1.37.2
@@ -482,10 +486,13 @@ rt_start() {
 		touch "$d/imported"
 	fi
 	# The CRI Status watchers: every change of NetworkReady and of
-	# NRIPluginsReady, time-stamped.
-	"$K8S_WORK/cristatus" -endpoint "unix://$(node_cri_sock "$n")" >>"$K8S_WORK/logs/n$n-networkready.log" 2>&1 &
+	# NRIPluginsReady, time-stamped, every CRISTATUS_INTERVAL (default
+	# 2ms: the scenarios time the runtime's part to 100 ms; the soak,
+	# which runs for half an hour on the same two cores, asks less often).
+	"$K8S_WORK/cristatus" -endpoint "unix://$(node_cri_sock "$n")" -interval "${CRISTATUS_INTERVAL:-2ms}" \
+		>>"$K8S_WORK/logs/n$n-networkready.log" 2>&1 &
 	echo $! >"$(node_dir "$n")/cristatus.pid"
-	"$K8S_WORK/cristatus" -endpoint "unix://$(node_cri_sock "$n")" -condition NRIPluginsReady \
+	"$K8S_WORK/cristatus" -endpoint "unix://$(node_cri_sock "$n")" -interval "${CRISTATUS_INTERVAL:-2ms}" -condition NRIPluginsReady \
 		>>"$K8S_WORK/logs/n$n-nripluginsready.log" 2>&1 &
 	echo $! >>"$(node_dir "$n")/cristatus.pid"
 }
@@ -520,6 +527,48 @@ rt_kill() {
 	kill -KILL "$pid" || { echo "rt_kill: no runtime process $pid on node $1" >&2; return 1; }
 	wait "$pid" 2>/dev/null || true
 	while kill -0 "$pid" 2>/dev/null; do sleep 0.02; done
+}
+
+# rt_pid N: the pid of node N's runtime process (what rt_start started).
+rt_pid() { cat "$(node_dir "$1")/runtime.pid"; }
+
+# rt_reload N POLICY_FILE [MORE_DROPINS...]: node N's CRI-O drop-ins
+# replaced as rt_config writes them (the policy as 10-policy.conf, the
+# others by name) and CRI-O sent SIGHUP, as `systemctl reload crio` does;
+# returns once CRI-O logged that it took the new required plugins (0) or
+# kept the ones in force (1, its message on stderr). The drop-ins must
+# change the required plugins: an unchanged set is not logged. containerd
+# has no configuration reload.
+rt_reload() {
+	local n=$1 policy=$2 d dir logf lines pid deadline=$((SECONDS + 30)) l
+	shift 2
+	[[ $(node_rt "$n") == crio ]] || { echo "rt_reload: node $n runs $(node_rt "$n"), which has no configuration reload" >&2; return 1; }
+	d=$(node_dir "$n")/crio
+	dir=$(sed -n 's/^CRIO_CONFIG_DIR=//p' "$d/paths")
+	[[ -d $dir ]] || { echo "rt_reload: no CRI-O config directory for node $n (rt_start first)" >&2; return 1; }
+	rm -f "$dir"/*
+	cp "$policy" "$dir/10-policy.conf" && { [[ $# == 0 ]] || cp "$@" "$dir/"; } || return
+	logf=$K8S_WORK/logs/n$n-runtime.log
+	lines=$(wc -l <"$logf")
+	pid=$(rt_pid "$n") && kill -HUP "$pid" || { echo "rt_reload: node $n's runtime is not running" >&2; return 1; }
+	while :; do
+		l=$(tail -n +"$((lines + 1))" "$logf" | grep -m1 -E 'Set config crio\.nri\.required_plugins|Unable to reload the required NRI plugins')
+		case $l in
+		*"Set config"*) return 0 ;;
+		?*) echo "rt_reload: node $n kept its required plugins: $l" >&2; return 1 ;;
+		esac
+		((SECONDS < deadline)) || { echo "rt_reload: node $n logged no reload of its required plugins in 30s" >&2; return 1; }
+		sleep 0.1
+	done
+}
+
+# rt_metrics N: node N's runtime's Prometheus metrics (its policy's counters,
+# the Go runtime's go_goroutines...), as text.
+rt_metrics() {
+	case $(node_rt "$1") in
+	crio) curl -sf --max-time 5 "http://127.0.0.1:$((19190 + $1))/metrics" ;;
+	containerd) curl -sf --max-time 5 "http://127.0.0.1:$((19190 + $1))/v1/metrics" ;;
+	esac
 }
 
 # cristatus_stop N: the CRI Status watchers rt_start started stopped.
@@ -644,7 +693,13 @@ kubelet_start() {
 		--hostname-override "$name" --node-ip "$ip" --root-dir "$d/root" --cert-dir "$d/pki" --v=2 \
 		>>"$K8S_WORK/logs/n$n-kubelet.log" 2>&1 &
 	echo $! >"$(node_dir "$n")/kubelet.pid"
-	kc wait --for=create "node/$name" --timeout=60s >/dev/null || {
+	# Before it registers the node, the kubelet's cAdvisor looks at every
+	# cgroup on the host, and its CRI-O handler spends about 3 s on each
+	# crio-ID cgroup that the node's CRI-O does not know (it retries): on a
+	# machine where other CRI-O instances left such cgroups, a minute was
+	# not enough (eight of them at the host's root and the node's own
+	# after a restart).
+	kc wait --for=create "node/$name" --timeout="${K8S_REGISTER_TIMEOUT:-180s}" >/dev/null || {
 		echo "node $name not registered:" >&2
 		tail -20 "$K8S_WORK/logs/n$n-kubelet.log" >&2
 		return 1

@@ -32,7 +32,9 @@
 // Every line the plugin logs starts with an RFC 3339 timestamp in UTC with
 // all nine digits of nanoseconds. After Synchronize it logs "ready", also to
 // stdout, so that a test can wait for it; each request it acted on is logged
-// as "acted EVENT pod=NAMESPACE/NAME uid=UID sandbox=ID container=NAME",
+// as "acted EVENT pod=NAMESPACE/NAME uid=UID sandbox=ID container_id=ID
+// container=NAME" (container_id is empty for pod events; with it a test
+// matches the plugin's log against the containers a runtime created), and
 // each request it holds in hang mode as "hang EVENT for DURATION
 // pod=NAMESPACE/NAME uid=UID sandbox=ID". On SIGUSR1 it
 // logs "stats goroutines=N", for leak tests (its fds are in /proc).
@@ -255,8 +257,8 @@ func (p *plugin) handle(ev api.Event, pod *api.PodSandbox, ctr *api.Container) e
 }
 
 func (p *plugin) acted(event string, pod *api.PodSandbox, ctr *api.Container) {
-	p.logf("acted %s pod=%s/%s uid=%s sandbox=%s container=%s", event,
-		pod.GetNamespace(), pod.GetName(), pod.GetUid(), pod.GetId(), ctr.GetName())
+	p.logf("acted %s pod=%s/%s uid=%s sandbox=%s container_id=%s container=%s", event,
+		pod.GetNamespace(), pod.GetName(), pod.GetUid(), pod.GetId(), ctr.GetId(), ctr.GetName())
 }
 
 // Configure subscribes the plugin to the events given by --events.

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestPlanIsTheSeeds(t *testing.T) {
+	nodes := []string{"crio", "containerd"}
+	a, b := makePlan(37, 1800, nodes), makePlan(37, 1800, nodes)
+	if a.digest() != b.digest() {
+		t.Fatalf("the same seed gave two plans: %s, %s", a.digest(), b.digest())
+	}
+	if c := makePlan(38, 1800, nodes); c.digest() == a.digest() {
+		t.Fatalf("seeds 37 and 38 gave the same plan")
+	}
+	// A seed's plan does not change unless on purpose: the docs and the CI
+	// name seeds, and a run again must draw what the first one drew.
+	if d := makePlan(136, 300, nodes).digest(); d != "e6abff7ed00d" {
+		t.Fatalf("seed 136, 5 min: plan digest %s, want e6abff7ed00d (the CI's plan changed)", d)
+	}
+	// A longer run of a seed begins as the shorter one.
+	short, long := makePlan(37, 300, nodes), makePlan(37, 1800, nodes)
+	for i := range short.Faults {
+		if short.Faults[i] != long.Faults[i] {
+			t.Fatalf("fault %d: %+v in 5 min, %+v in 30", i, short.Faults[i], long.Faults[i])
+		}
+	}
+	for i := range short.Churn {
+		if short.Churn[i] != long.Churn[i] {
+			t.Fatalf("churn %d: %+v in 5 min, %+v in 30", i, short.Churn[i], long.Churn[i])
+		}
+	}
+}
+
+func TestPlanDrawsEveryKindBeforeRepeating(t *testing.T) {
+	for seed := uint64(0); seed < 50; seed++ {
+		p := makePlan(seed, 600, []string{"crio", "containerd"})
+		seen := map[string]bool{}
+		for i, f := range p.Faults {
+			if i == len(faultKinds) {
+				break
+			}
+			if seen[f.Kind] {
+				t.Fatalf("seed %d: %s twice among the first %d faults", seed, f.Kind, len(faultKinds))
+			}
+			seen[f.Kind] = true
+		}
+		if len(seen) != len(faultKinds) {
+			t.Fatalf("seed %d: %d kinds in the first bag, want %d", seed, len(seen), len(faultKinds))
+		}
+	}
+}
+
+func TestPlanFaultsFitTheirKind(t *testing.T) {
+	p := makePlan(7, 3600, []string{"containerd", "crio"})
+	if p.Faults[0].Gap != firstGap {
+		t.Errorf("first gap %.1f, want %.1f", p.Faults[0].Gap, firstGap)
+	}
+	for _, f := range p.Faults {
+		switch {
+		case clusterWide[f.Kind] && f.Node != 0:
+			t.Errorf("%s on node %d, want every node (0)", f.Kind, f.Node)
+		case f.Kind == kIgnoreFlip && f.Node != 2:
+			t.Errorf("ignore-flip on node %d, the CRI-O node is 2", f.Node)
+		case !clusterWide[f.Kind] && (f.Node < 1 || f.Node > 2):
+			t.Errorf("%s on node %d", f.Kind, f.Node)
+		}
+		if r, ok := holdRange[f.Kind]; ok && (f.Hold < r[0] || f.Hold > r[1]) {
+			t.Errorf("%s holds %.1f s, outside %v", f.Kind, f.Hold, r)
+		}
+		if f.Gap < firstGap && (f.Gap < gapMin || f.Gap > gapMax) {
+			t.Errorf("gap %.1f outside [%v, %v]", f.Gap, gapMin, gapMax)
+		}
+	}
+	// No CRI-O node: no ignore-flip.
+	for _, f := range makePlan(7, 3600, []string{"containerd", "containerd"}).Faults {
+		if f.Kind == kIgnoreFlip {
+			t.Fatalf("ignore-flip planned without a CRI-O node")
+		}
+	}
+}
+
+func TestPlanChurn(t *testing.T) {
+	p := makePlan(1, 300, []string{"crio", "containerd"})
+	if len(p.Churn) < 300/int(churnMax) {
+		t.Fatalf("%d churn operations in 300 s", len(p.Churn))
+	}
+	last, jobs := -1.0, 0
+	ops := map[string]int{}
+	for _, c := range p.Churn {
+		if c.At <= last || c.At >= 300 {
+			t.Fatalf("churn at %.1f after %.1f", c.At, last)
+		}
+		last = c.At
+		ops[c.Op]++
+		if c.Op == "job" {
+			jobs++
+			if c.Arg != jobs {
+				t.Fatalf("job %d numbered %d", jobs, c.Arg)
+			}
+		}
+	}
+	for _, o := range churnOps {
+		if ops[o.op] == 0 {
+			t.Errorf("no %s in 300 s", o.op)
+		}
+	}
+	var b strings.Builder
+	if err := p.writeChurn(&b); err != nil || strings.Count(b.String(), "\n") != len(p.Churn) {
+		t.Fatalf("writeChurn: %v", err)
+	}
+}
+
+func TestPlanOfSomeKinds(t *testing.T) {
+	only := []string{kPluginKill, kPluginHang, kIgnoreFlip}
+	p := makePlanOf(5, 1800, []string{"crio", "containerd"}, only)
+	for _, f := range p.Faults {
+		if !slices.Contains(only, f.Kind) {
+			t.Fatalf("%s drawn, not among %v", f.Kind, only)
+		}
+	}
+	if len(p.Faults) == 0 || p.digest() == makePlan(5, 1800, []string{"crio", "containerd"}).digest() {
+		t.Fatalf("the kinds did not change the plan")
+	}
+}
