@@ -35,6 +35,15 @@ v() {
 		'[.[] | select(.scenario == $s and .key == $k and (.node // "") == $n)] | last | .value // empty' "$RES/k8s.jsonl")
 	[[ -n $x ]] && printf '%s' "$x" || printf '–'
 }
+# unknown_version_note: a word on containerd's version string when the records
+# come from a build that did not link the release version (before
+# contrib/containerd/build.sh set version.Version as containerd's Makefile
+# does): such a module build reports 2.4.2+unknown.
+unknown_version_note() {
+	v bootstrap get_nodes_ready | grep -q '+unknown' || return 0
+	echo "(containerd's version string is the one a module build of v2.4.2 reports: \`+unknown\` where a"
+	echo "release build's ldflags would name the commit.)"
+}
 # verdict PREFIX: the TAP verdict of the test whose name starts with PREFIX.
 verdict() {
 	local line
@@ -330,8 +339,7 @@ $(v bootstrap get_nodes_ready)
 $(v bootstrap kubectl_exec)
 \`\`\`
 
-(containerd's version string is the one a module build of v2.4.2 reports: \`+unknown\` where a
-release build's ldflags would name the commit.)
+$(unknown_version_note)
 
 Where the bootstrap scenario's pods landed (each Deployment pinned to its node with \`nodeSelector\`):
 

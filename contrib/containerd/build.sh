@@ -54,6 +54,14 @@ SHIM_TAGS="$TAGS no_grpc"
 # the same tree built in another directory (docs/install.md's recipe, which
 # test/install.bats runs in a fresh clone).
 BUILDFLAGS="-trimpath"
+# The version containerd reports (containerd --version, the CRI Version call
+# and so the Node's containerRuntimeVersion), linked as containerd's Makefile
+# links it: version.Version is `git describe` of the release tag (v2.4.2),
+# version.Package the module. Without it a module build reports
+# "2.4.2+unknown". version.Revision, the tag's commit, is left empty: the
+# module zip has no git metadata, and outside a checkout the Makefile has
+# no commit to give either.
+LDFLAGS="-X $MOD/version.Version=$VERSION -X $MOD/version.Package=$MOD"
 export GOFLAGS="-buildvcs=false"
 GO=${GO:-go}
 # The golangci-lint containerd's CI runs (.github/workflows/ci.yml of
@@ -107,8 +115,8 @@ cmd_build() {
 	prepare "$OUT/src"
 	mkdir -p "$BIN"
 	echo "building containerd $VERSION with $(patches | wc -l) patches (vendor/, -mod=vendor)"
-	(cd "$OUT/src" && $GO build -mod=vendor $BUILDFLAGS -tags "$TAGS" -o "$BIN/" ./cmd/containerd ./cmd/ctr)
-	(cd "$OUT/src" && CGO_ENABLED=0 $GO build -mod=vendor $BUILDFLAGS -tags "$SHIM_TAGS" -o "$BIN/" ./cmd/containerd-shim-runc-v2)
+	(cd "$OUT/src" && $GO build -mod=vendor $BUILDFLAGS -ldflags "$LDFLAGS" -tags "$TAGS" -o "$BIN/" ./cmd/containerd ./cmd/ctr)
+	(cd "$OUT/src" && CGO_ENABLED=0 $GO build -mod=vendor $BUILDFLAGS -ldflags "$LDFLAGS" -tags "$SHIM_TAGS" -o "$BIN/" ./cmd/containerd-shim-runc-v2)
 	echo "$hash" >"$OUT/stamp"
 	echo "built bin/containerd bin/containerd-shim-runc-v2 bin/ctr in $((SECONDS - start))s"
 }
@@ -119,7 +127,7 @@ cmd_build() {
 # has its dependencies). The shim and ctr of the series serve both.
 cmd_pristine() {
 	local bin=$BIN/containerd-$VERSION dir=$OUT/pristine hash start
-	hash=$(echo "$VERSION $TAGS" | sha256sum | cut -d' ' -f1)
+	hash=$(echo "$VERSION $TAGS $LDFLAGS" | sha256sum | cut -d' ' -f1)
 	if [[ -x $bin && -f $OUT/pristine.stamp && $(cat "$OUT/pristine.stamp") == "$hash" ]]; then
 		echo "containerd $VERSION (released) is up to date in $bin"
 		return
@@ -129,7 +137,7 @@ cmd_pristine() {
 	mkdir -p "$OUT" "$BIN"
 	cp -r "$(pristine)" "$dir"
 	chmod -R u+w "$dir"
-	(cd "$dir" && GOFLAGS="-mod=mod -buildvcs=false" $GO build -tags "$TAGS" -o "$bin" ./cmd/containerd)
+	(cd "$dir" && GOFLAGS="-mod=mod -buildvcs=false" $GO build -ldflags "$LDFLAGS" -tags "$TAGS" -o "$bin" ./cmd/containerd)
 	echo "$hash" >"$OUT/pristine.stamp"
 	echo "built $bin (released, without the series) in $((SECONDS - start))s"
 }

@@ -3,7 +3,7 @@
 # NRI plugins, driven by crictl and the real bin/nri-faulty: a bad value
 # stops it with NRI's text below containerd's key, an absent required plugin
 # refuses a create with FailedPrecondition and leaves nothing behind, a failed
-# creation is undone once for the plugins that saw it, NRIPluginsReady
+# creation is undone once for the plugins that answered it, NRIPluginsReady
 # follows the plugin, the plugin's adjustment reaches the container, and a
 # containerd killed during a gated request comes back without a pod or
 # container the plugin did not act on. test/policy.bats runs the shared
@@ -185,7 +185,7 @@ start_observer() {
 		--events RunPodSandbox,StopPodSandbox,RemovePodSandbox,CreateContainer,StopContainer,RemoveContainer
 }
 
-@test "containerd: a failed creation is undone once for the plugins that saw it, by NRI, and never reaches the plugins after the failing one" {
+@test "containerd: a failed creation is undone once for the plugins that answered it, by NRI, and never reaches the plugins after the failing one" {
 	# Three ways a relay fails: the required plugin 10-guard does not answer
 	# CreateContainer, or RunPodSandbox, within the request timeout (the
 	# refusal); or it returns an error, without required plugins.
