@@ -266,8 +266,8 @@ k8s_up() {
 }
 
 # stale_crio_cgroups_remove: remove the empty crio-<ID> cgroups at the
-# roots of the host's hierarchies, what CRI-O instances that are gone left
-# there (a CRI-O killed with its containers by a test on this machine).
+# roots of the host's hierarchies and under their /crio (CRI-O's parent for
+# pods without one), what CRI-O instances that are gone left there (a CRI-O killed with its containers by a test on this machine).
 # Before it registers its node, a kubelet's cAdvisor asks the node's CRI-O
 # about every such cgroup and spends about 3 s on each one that CRI-O does
 # not know: eight of them kept a node from registering within a minute.
@@ -275,12 +275,12 @@ k8s_up() {
 # processes; removing a stopped container's is what runc does on delete.
 stale_crio_cgroups_remove() {
 	local d removed=0
-	for d in /sys/fs/cgroup/*/crio-*/ /sys/fs/cgroup/crio-*/; do
+	for d in /sys/fs/cgroup/*/crio-*/ /sys/fs/cgroup/crio-*/ /sys/fs/cgroup/*/crio/crio-*/ /sys/fs/cgroup/crio/crio-*/; do
 		[[ -d $d && $(basename "$d") =~ ^crio-[0-9a-f]{64}$ ]] || continue
 		[[ -s $d/cgroup.procs ]] && continue
 		rmdir "$d" 2>/dev/null && removed=$((removed + 1))
 	done
-	((removed == 0)) || log "removed $removed empty crio-<ID> cgroups at the host's cgroup roots (left by CRI-O instances that are gone)"
+	((removed == 0)) || log "removed $removed empty crio-<ID> cgroups of the host (left by CRI-O instances that are gone)"
 }
 
 # k8s_addresses: the API server's and the nodes' addresses on lo (see the
