@@ -101,6 +101,8 @@ monitor_cgroup = "pod"
 
 [crio.image]
 signature_policy = "$DIR/signature-policy.json"
+signature_policy_dir = "$DIR/policies"
+namespaced_auth_dir = "$DIR/auth"
 pause_image = "$PAUSE_IMAGE"
 $pause_command
 

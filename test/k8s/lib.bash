@@ -1426,11 +1426,11 @@ sandboxes() {
 
 # unrelayed_restore_re N SANDBOX_ID: what node N's runtime logs, as an
 # extended regex, when it restarts with the sandbox whose RunPodSandbox
-# relay had not completed when it stopped: CRI-O removes it, containerd
-# stops it and reports it NotReady.
+# relay had not completed when it stopped: both stop it and report it
+# NotReady (the runtimes' recovery convention, docs/design.md).
 unrelayed_restore_re() {
 	case $(node_rt "$1") in
-	crio) echo "Removing sandbox $2 whose creation did not complete" ;;
+	crio) echo "Restoring sandbox $2 of pod [^ ]+ as not ready: CRI-O stopped before its creation completed" ;;
 	containerd) echo "NRI plugins did not act on the sandbox before containerd stopped.* sandbox=$2" ;;
 	esac
 }
