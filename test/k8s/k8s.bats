@@ -923,18 +923,3 @@ npd_bound() { echo $((NPD_INTERVAL + 2)); }
 	[ "$seen" -eq "$(nodes | wc -l)" ]
 }
 
-# The short soak of the CI (test/soak/soak.bash, issue 37) on this cluster:
-# both nodes under churn while the schedule of seed SOAK_CI_SEED injects
-# faults for 5 minutes, every invariant checked (docs/reliability.md). It
-# restarts the runtimes with the soak's policy and leaves them so: it runs
-# last. Its records and summary are in $TESTLOGS/soak-ci.
-@test "soak: 5 minutes of seeded faults on both nodes under churn; nothing escaped, every refusal named, nothing leaked" {
-	local dir=${SOAK_CI_DIR:-$REPO_ROOT/bin/test-logs/soak-ci} rc=0
-	SOAK_CLUSTER=reuse SOAK_DURATION=${SOAK_CI_DURATION:-5m} SOAK_SEED=${SOAK_CI_SEED:-136} SOAK_DIR=$dir \
-		SOAK_COMMAND="make test-k8s (its last test; SOAK_CI_SEED=${SOAK_CI_SEED:-136})" \
-		bash "$REPO_ROOT/test/soak/soak.bash" >"$K8S_RESULTS/soak.log" 2>&1 || rc=$?
-	# What it did, and the first violation if any.
-	grep -E '^soak: .*(fault #|VIOLATION|violations|SIGINT)' "$K8S_RESULTS/soak.log" || true
-	cat "$dir/summary.md" 2>/dev/null | sed -n '/^\*\*/p'
-	[ "$rc" -eq 0 ] || { tail -40 "$K8S_RESULTS/soak.log"; false; }
-}

@@ -605,9 +605,10 @@ settle() {
 # (sandboxes with their runtime spec's namespace paths and root), runc's
 # containers, mounts under the node's directory and /run/netns in its mount
 # namespace, the namespace pins, the CNI IP allocations, the cgroups under
-# the kubelet's cgroup root.
+# the kubelet's cgroup root. DIR (default leaks): another directory under
+# SOAK_DIR, such as leaks-before.
 leak_snapshot() {
-	local n=$1 t d api pods ctrs sbx=() cx=() id pins runc mounts ipam cgroups h cg
+	local n=$1 out=${2:-leaks} t d api pods ctrs sbx=() cx=() id pins runc mounts ipam cgroups h cg
 	t=$(now)
 	d=$(node_dir "$n")
 	api=$(kc get pods -A -o json --field-selector "spec.nodeName=$(node_name "$n")" | jq -c '[.items[] | {uid: .metadata.uid, ns: .metadata.namespace, name: .metadata.name}]') || return 1
@@ -651,7 +652,7 @@ leak_snapshot() {
 		containers: [$c.containers[] | {id, sandbox: .podSandboxId, state, name: .metadata.name,
 			ns: .labels["io.kubernetes.pod.namespace"], pod: .labels["io.kubernetes.pod.name"], uid: .labels["io.kubernetes.pod.uid"]}],
 		roots: ([$sx[].root] + $cx | map(select(. != ""))),
-		runc: $runc, mounts: $mounts, pins: $pins, ipam: $ipam, cgroups: $cgroups}' >"$SOAK_DIR/leaks/$t-n$n.json"
+		runc: $runc, mounts: $mounts, pins: $pins, ipam: $ipam, cgroups: $cgroups}' >"$SOAK_DIR/$out/$t-n$n.json"
 }
 
 # leaks_settle: leak snapshots of every node until none holds anything
@@ -700,7 +701,7 @@ main() {
 	SOAK_COMMAND=${SOAK_COMMAND:-make soak SOAK_DURATION=${SOAK_DURATION:-30m} SOAK_SEED=$SOAK_SEED${SOAK_KINDS:+ SOAK_KINDS=$SOAK_KINDS}}
 	echo "SOAK_SEED=$SOAK_SEED SOAK_DURATION=${SOAK_DURATION:-30m} (to run it again: $SOAK_COMMAND)"
 
-	rm -rf "$SOAK_DIR" && mkdir -p "$SOAK_DIR"/{snapshots,leaks,plugin-logs,logs,bin} || die "cannot create $SOAK_DIR"
+	rm -rf "$SOAK_DIR" && mkdir -p "$SOAK_DIR"/{snapshots,leaks,leaks-before,plugin-logs,logs,bin} || die "cannot create $SOAK_DIR"
 	NRI_SOAK=$SOAK_DIR/bin/nri-soak
 	(cd "$REPO_ROOT" && go build -o "$NRI_SOAK" ./tools/nri-soak) || die "cannot build tools/nri-soak"
 	local digest
@@ -727,6 +728,9 @@ main() {
 
 	say "setting up: each runtime with the soak's policy, both plugins' DaemonSets, namespace $SOAK_NS"
 	soak_setup || die "the cluster did not come up with the soak's policy (logs in $K8S_WORK/logs)"
+	# What the nodes hold unaccounted for before the first fault (on a
+	# reused cluster, what the tests before left) is not the soak's.
+	for n in $(nodes); do leak_snapshot "$n" leaks-before || die "leak snapshot of node $n failed"; done
 	local nodes_json='[]' v
 	for n in $(nodes); do
 		v=$(kc get node "$(node_name "$n")" -o jsonpath='{.status.nodeInfo.containerRuntimeVersion}')
@@ -740,19 +744,27 @@ main() {
 		npd=$(jq -cn --arg w "$(npd_unavailable_reason)" '{available: false, why: $w}')
 		[[ ${CI:-} == true ]] && die "node-problem-detector not built: $(npd_unavailable_reason)"
 	fi
-	local t0
+	local t0 rwait w
+	# The longest registration_wait of the policies (a request keeps the
+	# policy it started with for that long, and the request timeout).
+	rwait=0
+	for w in $(sed -n 's/^\s*registration_wait\s*=\s*"\(.*\)".*/\1/p' "${POLICY[@]}" "${POLICY_IGNORE[@]}"); do
+		w=$(seconds "$w")
+		[[ $w =~ ^[0-9]+$ ]] && ((w > rwait)) && rwait=$w
+	done
 	t0=$(now)
 	jq -n --argjson seed "$SOAK_SEED" --arg digest "$digest" --argjson d "$dur" --arg cmd "$SOAK_COMMAND" --argjson t0 "$t0" \
 		--arg ns "$SOAK_NS" --argjson nodes "$nodes_json" --argjson npd "$npd" \
 		--argjson settle "$SOAK_SETTLE_BOUND" --argjson leak "$SOAK_LEAK_BOUND" --argjson gmin "$SOAK_GROWTH_MIN" \
-		--argjson rto "$(seconds "${NRI_REQUEST_TIMEOUT:-2s}")" --arg git "$(git -C "$REPO_ROOT" describe --always --dirty 2>/dev/null)" \
+		--argjson rto "$(seconds "${NRI_REQUEST_TIMEOUT:-2s}")" \
+		--argjson rwait "$rwait" --arg git "$(git -C "$REPO_ROOT" describe --always --dirty 2>/dev/null)" \
 		--arg cpus "$(nproc)" --arg mem "$(free -g | awk '/^Mem:/ { print $2 " GiB" }')" \
 		--arg note "${SOAK_MACHINE_NOTE:-shared with other work: see the load average}" \
 		--arg k1 "$POLICY_KEY" --arg e1 "$INJECTION" --argjson x1 "$EXIT1" \
 		--arg k2 "$POLICY_KEY2" --arg e2 "$INJECTION2" --argjson x2 "$EXIT2" '{
 		seed: $seed, digest: $digest, duration: $d, command: $cmd, start: $t0, namespace: $ns, nodes: $nodes,
 		plugins: [{ds: "device-injector", key: $k1, env: $e1, exit: $x1}, {ds: "ulimit-adjuster", key: $k2, env: $e2, exit: $x2}],
-		npd: $npd, settle_bound: $settle, leak_bound: $leak, growth_min: $gmin, request_timeout: $rto, git: $git,
+		npd: $npd, settle_bound: $settle, leak_bound: $leak, growth_min: $gmin, request_timeout: $rto, registration_wait: $rwait, git: $git,
 		machine: {cpus: $cpus, memory: $mem, note: $note}}' >"$SOAK_DIR/run.json"
 
 	bg watch_loop pods.jsonl "$POD_FILTER" -n "$SOAK_NS" get pods -w --output-watch-events -o json

@@ -367,6 +367,16 @@ func (r *records) ignoreWindows() map[int][][2]float64 {
 	return w
 }
 
+// withinAfter: t in one of ws, or at most after past its end.
+func withinAfter(ws [][2]float64, t, after float64) bool {
+	for _, w := range ws {
+		if t >= w[0] && t <= w[1]+after {
+			return true
+		}
+	}
+	return false
+}
+
 func within(ws [][2]float64, t float64) bool {
 	for _, w := range ws {
 		if t >= w[0] && t <= w[1] {
@@ -404,7 +414,10 @@ func checkPolicyLines(r *records, out *outcome) []violation {
 				out.Refused[n][p.Key]++
 			case "ignored":
 				out.Ignored[n][p.Key]++
-				if !within(windows[n], p.T) {
+				// A request keeps the policy it started with; the runtime
+				// logs the decision when it ends, at most the registration
+				// wait and the request timeout after the window closed.
+				if !withinAfter(windows[n], p.T, r.Run.RegistrationWait+r.Run.RequestTimeout) {
 					vs = append(vs, r.violation(p.T, vIgnored, n, "%s let a request through without %s while its fail_policy was \"fail\": %q",
 						r.nodeName(n), p.Key, p.Text))
 				}

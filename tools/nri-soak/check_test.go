@@ -243,3 +243,38 @@ func TestLeaks(t *testing.T) {
 		t.Errorf("no API pod: %v", l)
 	}
 }
+
+// What a node held unaccounted for before the first fault is not the
+// soak's leak, even if its state changed since; what is new is.
+func TestLeaksBeforeNotCounted(t *testing.T) {
+	before := leakSnap{Node: 1, IPAM: []ipamEntry{{IP: "10.244.0.2", Owner: sbS}},
+		Sandboxes: []leakSandbox{{snapSandbox: snapSandbox{ID: sbS, State: "SANDBOX_NOTREADY"}}}}
+	after := leakSnap{Node: 1, T: 10, IPAM: []ipamEntry{{IP: "10.244.0.2", Owner: sbS}, {IP: "10.244.0.3", Owner: idB}}}
+	r := &records{Run: runInfo{Nodes: []nodeInfo{{N: 1, Name: "n1"}}}, Leaks: []leakSnap{after}, LeaksBefore: []leakSnap{before}}
+	res, vs := checkLeaks(r)
+	if got := res[1]["ipam"]; len(got) != 1 || !strings.Contains(got[0], "10.244.0.3") {
+		t.Errorf("ipam leaks: %v, want only 10.244.0.3", got)
+	}
+	if len(vs) != 1 {
+		t.Errorf("violations: %v, want 1", vs)
+	}
+	r.LeaksBefore = nil
+	if res, _ := checkLeaks(r); len(res[1]["ipam"]) != 2 {
+		t.Errorf("without a before snapshot: %v, want 2", res[1]["ipam"])
+	}
+}
+
+// A request let through under ignore is logged when it ends: within the
+// registration wait and the request timeout after the window closed it is
+// the window's; later it is not.
+func TestIgnoredAfterWindow(t *testing.T) {
+	ws := [][2]float64{{100, 120}}
+	for _, c := range []struct {
+		t    float64
+		want bool
+	}{{99, false}, {110, true}, {131.5, true}, {132.5, false}} {
+		if got := withinAfter(ws, c.t, 10+2); got != c.want {
+			t.Errorf("withinAfter(%v) = %v, want %v", c.t, got, c.want)
+		}
+	}
+}

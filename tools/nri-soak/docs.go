@@ -95,8 +95,9 @@ to the end and reports every violation). SIGINT stops injecting the same way.
   ` + "`NRIPluginsReady`" + ` within NPD's period + 2 s, outside the faults that take the runtime or NPD down.
 
 The CI runs a short soak (5 minutes, seed 136, whose first faults are a hang, a node restart, a runtime killed
-while the plugin holds a request, the roll and the ignore flip) as the last test of ` + "`make test-k8s`" + `, on its
-cluster; its records are in ` + "`bin/test-logs/soak-ci`" + `.
+while the plugin holds a request, the roll and the ignore flip) as ` + "`make test-soak`" + `, after ` + "`make test-k8s`" + `,
+on a cluster of its own (what the tests of ` + "`make test-k8s`" + ` leave behind is not the soak's); its records are
+in ` + "`bin/test-logs/soak-ci`" + `. What a node holds unaccounted for before the first fault is not counted as a leak.
 `
 
 func writeDocs(w io.Writer, runs []docRun, defects string) {

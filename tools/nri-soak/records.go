@@ -52,6 +52,9 @@ type runInfo struct {
 	SettleBound    float64 `json:"settle_bound"`
 	LeakBound      float64 `json:"leak_bound"`
 	RequestTimeout float64 `json:"request_timeout"`
+	// RegistrationWait: the longest registration_wait of the soak's
+	// policies.
+	RegistrationWait float64 `json:"registration_wait"`
 	// GrowthMin: the least span of the second half over which growth is
 	// judged (shorter runs report the slopes only).
 	GrowthMin   float64           `json:"growth_min"`
@@ -248,6 +251,9 @@ type records struct {
 	Events    []eventRec
 	Snapshots []snapshot
 	Leaks     []leakSnap
+	// LeaksBefore: the leak snapshots taken once the soak's cluster was
+	// set up, before its first fault (what the soak found, not made).
+	LeaksBefore []leakSnap
 	// Found by the soak itself (soak-violations.jsonl): a node that did
 	// not recover.
 	Found      []violation
@@ -317,7 +323,7 @@ func loadRecords(dir, logs string, until float64) (*records, error) {
 			return nil, err
 		}
 	}
-	for _, sub := range []string{"snapshots", "leaks"} {
+	for _, sub := range []string{"snapshots", "leaks", "leaks-before"} {
 		files, _ := filepath.Glob(filepath.Join(dir, sub, "*.json"))
 		sort.Strings(files)
 		for _, f := range files {
@@ -338,7 +344,11 @@ func loadRecords(dir, logs string, until float64) (*records, error) {
 				if err := json.Unmarshal(b, &s); err != nil {
 					return nil, fmt.Errorf("%s: %w", f, err)
 				}
-				r.Leaks = append(r.Leaks, s)
+				if sub == "leaks" {
+					r.Leaks = append(r.Leaks, s)
+				} else {
+					r.LeaksBefore = append(r.LeaksBefore, s)
+				}
 			}
 		}
 	}
@@ -398,17 +408,23 @@ func loadLeaks(dir string) (*records, error) {
 	if err := json.Unmarshal(b, &r.Run); err != nil {
 		return nil, fmt.Errorf("run.json: %w", err)
 	}
-	files, _ := filepath.Glob(filepath.Join(dir, "leaks", "*.json"))
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, err
+	for _, sub := range []string{"leaks", "leaks-before"} {
+		files, _ := filepath.Glob(filepath.Join(dir, sub, "*.json"))
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return nil, err
+			}
+			var s leakSnap
+			if err := json.Unmarshal(b, &s); err != nil {
+				return nil, fmt.Errorf("%s: %w", f, err)
+			}
+			if sub == "leaks" {
+				r.Leaks = append(r.Leaks, s)
+			} else {
+				r.LeaksBefore = append(r.LeaksBefore, s)
+			}
 		}
-		var s leakSnap
-		if err := json.Unmarshal(b, &s); err != nil {
-			return nil, fmt.Errorf("%s: %w", f, err)
-		}
-		r.Leaks = append(r.Leaks, s)
 	}
 	return r, nil
 }
