@@ -323,34 +323,23 @@ func loadRecords(dir, logs string, until float64) (*records, error) {
 			return nil, err
 		}
 	}
-	for _, sub := range []string{"snapshots", "leaks", "leaks-before"} {
-		files, _ := filepath.Glob(filepath.Join(dir, sub, "*.json"))
-		sort.Strings(files)
-		for _, f := range files {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				return nil, err
-			}
-			if sub == "snapshots" {
-				var s snapshot
-				if err := json.Unmarshal(b, &s); err != nil {
-					return nil, fmt.Errorf("%s: %w", f, err)
-				}
-				if s.T <= until {
-					r.Snapshots = append(r.Snapshots, s)
-				}
-			} else {
-				var s leakSnap
-				if err := json.Unmarshal(b, &s); err != nil {
-					return nil, fmt.Errorf("%s: %w", f, err)
-				}
-				if sub == "leaks" {
-					r.Leaks = append(r.Leaks, s)
-				} else {
-					r.LeaksBefore = append(r.LeaksBefore, s)
-				}
-			}
+	files, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*.json"))
+	sort.Strings(files)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
 		}
+		var s snapshot
+		if err := json.Unmarshal(b, &s); err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		if s.T <= until {
+			r.Snapshots = append(r.Snapshots, s)
+		}
+	}
+	if err := r.readLeakSnaps(dir); err != nil {
+		return nil, err
 	}
 	for _, n := range r.Run.Nodes {
 		f, err := os.Open(filepath.Join(logs, fmt.Sprintf("n%d-runtime.log", n.N)))
@@ -408,25 +397,34 @@ func loadLeaks(dir string) (*records, error) {
 	if err := json.Unmarshal(b, &r.Run); err != nil {
 		return nil, fmt.Errorf("run.json: %w", err)
 	}
-	for _, sub := range []string{"leaks", "leaks-before"} {
-		files, _ := filepath.Glob(filepath.Join(dir, sub, "*.json"))
+	if err := r.readLeakSnaps(dir); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// readLeakSnaps reads DIR's leak snapshots: leaks/ (at the end) and
+// leaks-before/ (before the first fault).
+func (r *records) readLeakSnaps(dir string) error {
+	for _, sub := range []struct {
+		name string
+		to   *[]leakSnap
+	}{{"leaks", &r.Leaks}, {"leaks-before", &r.LeaksBefore}} {
+		files, _ := filepath.Glob(filepath.Join(dir, sub.name, "*.json"))
+		sort.Strings(files)
 		for _, f := range files {
 			b, err := os.ReadFile(f)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			var s leakSnap
 			if err := json.Unmarshal(b, &s); err != nil {
-				return nil, fmt.Errorf("%s: %w", f, err)
+				return fmt.Errorf("%s: %w", f, err)
 			}
-			if sub == "leaks" {
-				r.Leaks = append(r.Leaks, s)
-			} else {
-				r.LeaksBefore = append(r.LeaksBefore, s)
-			}
+			*sub.to = append(*sub.to, s)
 		}
 	}
-	return r, nil
+	return nil
 }
 
 // trim drops the records after Until.
