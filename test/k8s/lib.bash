@@ -238,6 +238,7 @@ npd_unavailable_reason() { cat "$K8S_BIN/../npd-unavailable" 2>/dev/null || echo
 # by k8s_down (the caller's).
 k8s_up() {
 	k8s_check_prereqs || return
+	k8s_reap_dead_runs
 	K8S_WORK=$(mktemp -d /tmp/nk8s.XXXXXX)
 	export K8S_WORK
 	mkdir -p "$K8S_WORK"/{logs,sbin,images}
@@ -263,6 +264,23 @@ k8s_up() {
 	else
 		log "node-problem-detector not deployed: $(npd_unavailable_reason)"
 	fi
+}
+
+# k8s_reap_dead_runs: k8s_down for each work directory whose run is gone
+# (its owner.pid not alive: a run killed before its teardown), so that
+# its addresses, sysctls, mounts, bridges and cgroups do not become the
+# next run's idea of the host as it was.
+k8s_reap_dead_runs() {
+	local d pid
+	for d in /tmp/nk8s.*/; do
+		d=${d%/}
+		[[ -f $d/owner.pid ]] || continue
+		pid=$(cat "$d/owner.pid")
+		[[ $pid =~ ^[0-9]+$ ]] && ! kill -0 "$pid" 2>/dev/null || continue
+		log "tearing down $d, left by a run that is gone (pid $pid)"
+		(K8S_WORK=$d K8S_RESULTS=$d.reaped k8s_down) >/dev/null 2>&1 3>/dev/null
+		rm -rf "$d" "$d.reaped"
+	done
 }
 
 # stale_crio_cgroups_remove: remove the empty crio-<ID> cgroups at the
