@@ -122,25 +122,9 @@ cmd_build() {
 }
 
 # cmd_pristine: bin/containerd-$VERSION, the released containerd without the
-# series, which contrib/containerd/test downgrades to and upgrades from;
-# built from a copy of the released module with -mod=mod (the module cache
-# has its dependencies). The shim and ctr of the series serve both.
-cmd_pristine() {
-	local bin=$BIN/containerd-$VERSION dir=$OUT/pristine hash start
-	hash=$(echo "$VERSION $TAGS $LDFLAGS" | sha256sum | cut -d' ' -f1)
-	if [[ -x $bin && -f $OUT/pristine.stamp && $(cat "$OUT/pristine.stamp") == "$hash" ]]; then
-		echo "containerd $VERSION (released) is up to date in $bin"
-		return
-	fi
-	start=$SECONDS
-	rm -rf "$dir"
-	mkdir -p "$OUT" "$BIN"
-	cp -r "$(pristine)" "$dir"
-	chmod -R u+w "$dir"
-	(cd "$dir" && GOFLAGS="-mod=mod -buildvcs=false" $GO build -ldflags "$LDFLAGS" -tags "$TAGS" -o "$bin" ./cmd/containerd)
-	echo "$hash" >"$OUT/pristine.stamp"
-	echo "built $bin (released, without the series) in $((SECONDS - start))s"
-}
+# series, which contrib/containerd/test downgrades to and upgrades from
+# (build_released). The shim and ctr of the series serve both.
+cmd_pristine() { build_released containerd ./cmd/containerd "$LDFLAGS"; }
 
 # check_vendor DIR: the vendor diff of the series (the last commit, generated)
 # touches only the allowed modules' directories and their lines of

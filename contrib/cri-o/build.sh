@@ -157,24 +157,8 @@ cmd_bench() {
 }
 
 # cmd_pristine: bin/crio-$VERSION, the released CRI-O without the series,
-# which the restore tests downgrade to and upgrade from; built from a copy of
-# the released module with -mod=mod (the module cache has its dependencies).
-cmd_pristine() {
-	local bin=$BIN/crio-$VERSION dir=$OUT/pristine hash start
-	hash=$(echo "$VERSION $TAGS" | sha256sum | cut -d' ' -f1)
-	if [[ -x $bin && -f $OUT/pristine.stamp && $(cat "$OUT/pristine.stamp") == "$hash" ]]; then
-		echo "CRI-O $VERSION (released) is up to date in $bin"
-		return
-	fi
-	start=$SECONDS
-	rm -rf "$dir"
-	mkdir -p "$OUT" "$BIN"
-	cp -r "$(pristine)" "$dir"
-	chmod -R u+w "$dir"
-	(cd "$dir" && GOFLAGS="-mod=mod -buildvcs=false" $GO build -tags "$TAGS" -o "$bin" ./cmd/crio)
-	echo "$hash" >"$OUT/pristine.stamp"
-	echo "built $bin (released, without the series) in $((SECONDS - start))s"
-}
+# which the restore tests downgrade to and upgrade from (build_released).
+cmd_pristine() { build_released crio ./cmd/crio; }
 
 cmd_nritest() {
 	cmd_build

@@ -29,6 +29,28 @@ BUILD_GIT=(git -c user.name=nrigate-build -c user.email=build@localhost -c commi
 # pristine NRI code that NRI's configuration excludes).
 export GOLANGCI_LINT_CACHE=${GOLANGCI_LINT_CACHE:-$REPO/build/tools/golangci-lint-cache}
 
+# build_released BINARY PACKAGE [LDFLAGS]: $BIN/BINARY-$VERSION, the
+# released project without the series (the runtimes' restore tests
+# downgrade to it and upgrade from it), built with TAGS from a copy of the
+# released module with -mod=mod (the module cache has its dependencies),
+# cached in $OUT/pristine.stamp.
+build_released() {
+	local bin=$BIN/$1-$VERSION pkg=$2 ldflags=${3:-} dir=$OUT/pristine hash start
+	hash=$(echo "$VERSION $TAGS $ldflags" | sha256sum | cut -d' ' -f1)
+	if [[ -x $bin && -f $OUT/pristine.stamp && $(cat "$OUT/pristine.stamp") == "$hash" ]]; then
+		echo "$LABEL $VERSION (released) is up to date in $bin"
+		return
+	fi
+	start=$SECONDS
+	rm -rf "$dir"
+	mkdir -p "$OUT" "$BIN"
+	cp -r "$(pristine)" "$dir"
+	chmod -R u+w "$dir"
+	(cd "$dir" && GOFLAGS="-mod=mod -buildvcs=false" $GO build -ldflags "$ldflags" -tags "$TAGS" -o "$bin" "$pkg") || return
+	echo "$hash" >"$OUT/pristine.stamp"
+	echo "built $bin (released, without the series) in $((SECONDS - start))s"
+}
+
 # patches: the series, in order.
 patches() { ls "$HERE"/patches/*.patch 2>/dev/null | LC_ALL=C sort; }
 
