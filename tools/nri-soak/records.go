@@ -294,30 +294,10 @@ func loadRecords(dir, logs string, until float64) (*records, error) {
 		file string
 		f    func([]byte) error
 	}{
-		{"churn.jsonl", func(b []byte) error {
-			var c churnRec
-			err := json.Unmarshal(b, &c)
-			r.Churn = append(r.Churn, c)
-			return err
-		}},
-		{"samples.jsonl", func(b []byte) error {
-			var s sample
-			err := json.Unmarshal(b, &s)
-			r.Samples = append(r.Samples, s)
-			return err
-		}},
-		{"pods.jsonl", func(b []byte) error {
-			var p podRec
-			err := json.Unmarshal(b, &p)
-			r.Pods = append(r.Pods, p)
-			return err
-		}},
-		{"events.jsonl", func(b []byte) error {
-			var e eventRec
-			err := json.Unmarshal(b, &e)
-			r.Events = append(r.Events, e)
-			return err
-		}},
+		{"churn.jsonl", appendJSON(&r.Churn)},
+		{"samples.jsonl", appendJSON(&r.Samples)},
+		{"pods.jsonl", appendJSON(&r.Pods)},
+		{"events.jsonl", appendJSON(&r.Events)},
 	} {
 		if err := readJSONL(filepath.Join(dir, l.file), l.f); err != nil {
 			return nil, err
@@ -473,6 +453,17 @@ func (r *records) loadFaults(file string) error {
 
 // readJSONL calls f with each line of file; a missing file has none. A
 // last line cut short (the writer still at it) is left out.
+// appendJSON returns a readJSONL callback that decodes each line into a T
+// and appends it to *dst; readJSONL names the line of a decoding error.
+func appendJSON[T any](dst *[]T) func([]byte) error {
+	return func(b []byte) error {
+		var v T
+		err := json.Unmarshal(b, &v)
+		*dst = append(*dst, v)
+		return err
+	}
+}
+
 func readJSONL(file string, f func([]byte) error) error {
 	fh, err := os.Open(file)
 	if errors.Is(err, fs.ErrNotExist) {
