@@ -377,14 +377,7 @@ func withinAfter(ws [][2]float64, t, after float64) bool {
 	return false
 }
 
-func within(ws [][2]float64, t float64) bool {
-	for _, w := range ws {
-		if t >= w[0] && t <= w[1] {
-			return true
-		}
-	}
-	return false
-}
+func within(ws [][2]float64, t float64) bool { return withinAfter(ws, t, 0) }
 
 var reNamedAnywhere = regexp.MustCompile(`required NRI plugin "([^"]+)"`)
 
