@@ -335,7 +335,7 @@ task_running() {
 	[ "$(sandbox_state "$old")" = SANDBOX_NOTREADY ]
 	[ "$(crictl_cmd pods -o json | jq -r --arg id "$old" '.items[] | select(.id == $id) | .state')" = SANDBOX_NOTREADY ]
 	wait_for 30 eval '! task_running "$old"'
-	grep -q "NRI plugins did not act on the sandbox before containerd stopped, stopping it" "$TESTDIR/daemon.log"
+	grep -q "NRI plugins did not act on the sandbox before containerd stopped, stopping it\" pod=default/late sandbox=$old" "$TESTDIR/daemon.log"
 
 	# The kubelet's retry while the plugin is away: the wait refuses it.
 	run --separate-stderr crictl_cmd runp "$pod"
@@ -439,7 +439,7 @@ task_running() {
 	local lines
 	lines=$(grep -c "recovering it as it is" "$TESTDIR/daemon.log" || true)
 	runtime_start
-	grep -q "NRI plugins did not act on the sandbox before containerd stopped, but it has containers.*recovering it as it is.*sandbox=$sb" "$TESTDIR/daemon.log"
+	grep -q "NRI plugins did not act on the sandbox before containerd stopped, but it has containers.*recovering it as it is\" pod=default/adopted sandbox=$sb" "$TESTDIR/daemon.log"
 	[ "$(sandbox_state "$sb")" = SANDBOX_READY ]
 	task_running "$sb"
 	task_running "$ctr"
