@@ -33,7 +33,7 @@ k8s:
 	nice -n 10 bash test/k8s/build.sh
 	nice -n 10 bash test/k8s/build-npd.sh
 
-test-k8s: install-deps k8s $(if $(wildcard contrib/cri-o/crio.mk),crio) $(if $(wildcard contrib/containerd/containerd.mk),containerd)
+test-k8s: install-deps k8s $(CRIO_BUILD) $(CONTAINERD_BUILD)
 	hack/test-summary.sh bats "k8s end to end (two nodes: CRI-O, containerd)" $(TESTLOGS)/k8s.tap -- $(BATS) --tap test/k8s/k8s.bats
 
 k8s-docs:

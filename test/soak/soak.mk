@@ -25,7 +25,7 @@ SOAK_DURATION ?= 30m
 SOAK_DIR ?= $(CURDIR)/$(TESTLOGS)/soak
 SOAK_RUNS ?= $(SOAK_DIR)
 
-soak: install-deps k8s $(if $(wildcard contrib/cri-o/crio.mk),crio) $(if $(wildcard contrib/containerd/containerd.mk),containerd)
+soak: install-deps k8s $(CRIO_BUILD) $(CONTAINERD_BUILD)
 	SOAK_DURATION=$(SOAK_DURATION) SOAK_DIR=$(SOAK_DIR) $(if $(SOAK_SEED),SOAK_SEED=$(SOAK_SEED)) \
 		$(if $(SOAK_KEEP_GOING),SOAK_KEEP_GOING=$(SOAK_KEEP_GOING)) $(if $(SOAK_KINDS),SOAK_KINDS=$(SOAK_KINDS)) \
 		bash test/soak/soak.bash
@@ -33,7 +33,7 @@ soak: install-deps k8s $(if $(wildcard contrib/cri-o/crio.mk),crio) $(if $(wildc
 soak-docs:
 	$(GO) run ./tools/nri-soak docs -out docs/reliability.md -defects test/soak/defects.md $(SOAK_RUNS)
 
-test-soak: install-deps k8s $(if $(wildcard contrib/cri-o/crio.mk),crio) $(if $(wildcard contrib/containerd/containerd.mk),containerd)
+test-soak: install-deps k8s $(CRIO_BUILD) $(CONTAINERD_BUILD)
 	SOAK_DURATION=5m SOAK_SEED=136 SOAK_DIR=$(CURDIR)/$(TESTLOGS)/soak-ci \
 		SOAK_COMMAND="make test-soak (SOAK_DURATION=5m SOAK_SEED=136)" bash test/soak/soak.bash
 
