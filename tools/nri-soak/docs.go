@@ -41,7 +41,10 @@ start, so that the kubelet restarts the container (a CreateContainer in a runnin
 deleted. Every container's command first checks its own environment and exits 42 (43) if the first (second) plugin's
 injection is missing.
 
-**Faults**, one at a time, drawn from a shuffled bag (each kind once before any twice), after 10–30 s of quiet:
+**Faults**, one at a time, drawn from a shuffled bag (each kind once before any twice), after 10–30 s of quiet. A
+soak of 20 minutes or longer draws the kinds that restart a runtime (runtime-kill, runtime-kill-held, node-restart)
+only in the first quarter of its planned time, and the other kinds to the end: with a runtime killed every few
+minutes no process outlives its warm-up long enough for the growth check to judge it.
 
 | kind | what |
 | --- | --- |

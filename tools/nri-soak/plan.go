@@ -59,6 +59,19 @@ var holdRange = map[string][2]float64{
 // clusterWide kinds act on every node at once (node 0 in the plan).
 var clusterWide = map[string]bool{kPluginRoll: true, kPlugin2Down: true}
 
+// restartKinds start a node's runtime again: its RSS, goroutines and open fds
+// then begin anew in another process, which the growth check judges only
+// past its warm-up.
+var restartKinds = map[string]bool{kRuntimeKill: true, kRuntimeKillHeld: true, kNodeRestart: true}
+
+// A soak of growthPlanMin seconds or longer restarts runtimes only in the
+// first quarter of its planned time (gaps and holds; the faults themselves
+// take longer, up to a minute for a runtime kill). Otherwise a runtime is
+// killed every few minutes, no process outlives its warm-up by the growth
+// check's span, and growth over the second half is never judged. A shorter
+// soak cannot be judged anyway and keeps every kind throughout.
+const growthPlanMin = 1200.0
+
 // The quiet time before each fault, in seconds; the first fault comes
 // after firstGap, so that the churn has started.
 const (
@@ -120,7 +133,8 @@ type plan struct {
 // applies (ignore-flip needs a CRI-O node), so that each kind comes once
 // before any comes twice; there are more than the duration can take: the
 // soak stops at its deadline. Faults and churn are drawn from streams of
-// their own, so that a longer run of a seed begins as the shorter one.
+// their own, so that a longer run of a seed begins as the shorter one (up to
+// the restart cutoff of growthPlanMin).
 func makePlan(seed uint64, duration float64, nodes []string) plan {
 	return makePlanOf(seed, duration, nodes, faultKinds)
 }
@@ -144,9 +158,19 @@ func makePlanOf(seed uint64, duration float64, nodes []string, only []string) pl
 	uniform := func(lo, hi float64) float64 { return round1(lo + rng.Float64()*(hi-lo)) }
 	var p plan
 	var bag []string
+	isRestart := func(k string) bool { return restartKinds[k] }
+	planned, restarts := 0.0, true
 	// A fault takes at least its gap, so duration/gapMin bounds how many
 	// can start.
-	for i := 0; len(kinds) > 0 && float64(i)*gapMin <= duration; i++ {
+	for i := 0; float64(i)*gapMin <= duration; i++ {
+		if restarts && duration >= growthPlanMin && planned > duration/4 {
+			restarts = false
+			kinds = slices.DeleteFunc(kinds, isRestart)
+			bag = slices.DeleteFunc(bag, isRestart)
+		}
+		if len(kinds) == 0 {
+			break
+		}
 		if len(bag) == 0 {
 			bag = append(bag, kinds...)
 			rng.Shuffle(len(bag), func(a, b int) { bag[a], bag[b] = bag[b], bag[a] })
@@ -167,6 +191,7 @@ func makePlanOf(seed uint64, duration float64, nodes []string, only []string) pl
 		if r, ok := holdRange[k]; ok {
 			f.Hold = uniform(r[0], r[1])
 		}
+		planned += f.Gap + f.Hold
 		p.Faults = append(p.Faults, f)
 	}
 	rng = rand.New(rand.NewPCG(seed, 0x736f616b02))

@@ -20,9 +20,12 @@ func TestPlanIsTheSeeds(t *testing.T) {
 	if d := makePlan(136, 300, nodes).digest(); d != "e6abff7ed00d" {
 		t.Fatalf("seed 136, 5 min: plan digest %s, want e6abff7ed00d (the CI's plan changed)", d)
 	}
-	// A longer run of a seed begins as the shorter one.
+	// A longer run of a seed begins as the shorter one: every fault the
+	// short one can start (the plan holds more than its duration takes).
 	short, long := makePlan(37, 300, nodes), makePlan(37, 1800, nodes)
-	for i := range short.Faults {
+	planned := 0.0
+	for i := 0; planned <= 300; i++ {
+		planned += short.Faults[i].Gap + short.Faults[i].Hold
 		if short.Faults[i] != long.Faults[i] {
 			t.Fatalf("fault %d: %+v in 5 min, %+v in 30", i, short.Faults[i], long.Faults[i])
 		}
@@ -123,5 +126,35 @@ func TestPlanOfSomeKinds(t *testing.T) {
 	}
 	if len(p.Faults) == 0 || p.digest() == makePlan(5, 1800, []string{"crio", "containerd"}).digest() {
 		t.Fatalf("the kinds did not change the plan")
+	}
+}
+
+func TestPlanRestartsRuntimesEarlyInALongSoak(t *testing.T) {
+	nodes := []string{"crio", "containerd"}
+	for seed := uint64(0); seed < 50; seed++ {
+		for _, duration := range []float64{growthPlanMin, 1800, 3600} {
+			p := makePlan(seed, duration, nodes)
+			planned, after := 0.0, map[string]int{}
+			for _, f := range p.Faults {
+				if restartKinds[f.Kind] && planned > duration/4 {
+					t.Fatalf("seed %d, %.0f s: %s planned at %.1f s, after the first quarter", seed, duration, f.Kind, planned)
+				}
+				if planned > duration/4 {
+					after[f.Kind]++
+				}
+				planned += f.Gap + f.Hold
+			}
+			// The other kinds go on to the end.
+			for _, k := range faultKinds {
+				if !restartKinds[k] && after[k] == 0 {
+					t.Fatalf("seed %d, %.0f s: no %s after the first quarter", seed, duration, k)
+				}
+			}
+		}
+	}
+	// A short soak, which cannot judge growth, keeps every kind throughout.
+	p := makePlan(136, 300, nodes)
+	if !slices.ContainsFunc(p.Faults[len(faultKinds):], func(f fault) bool { return restartKinds[f.Kind] }) {
+		t.Fatalf("seed 136, 5 min: no runtime restart after the first bag")
 	}
 }
