@@ -2,7 +2,9 @@
 # contrib/cri-o/nri-suite.sh: CRI-O's own NRI suite (test/nri of v1.36.3 with
 # the series' new cases, bin/crio-nri.test from build.sh nritest) against
 # patched bin/crio, three times:
-#   1. no required plugins
+#   1. no required plugins: the case which makes a plugin required by a
+#      reload (RequiredPluginAddedByReloadDuringRunPodSandbox, with
+#      --crio-config-dir) runs here
 #   2. an absent plugin required (fail, every gated event) for the pods of
 #      a namespace (namespaces = ["nrigate-production"]) which excludes the
 #      suite's pods
@@ -15,8 +17,10 @@
 # PluginSyncDuringStopOfContainer, PluginSyncDuringContainerCreation,
 # PluginSyncDuringContainerUpdate and PluginSyncDuringUpdateOfStoppingContainer
 # cases: 14 passed, the 7 RequiredPlugin* cases and the 2 memset cases (a
-# second NUMA node) skipped, nothing failed. Run 3 also passes the 7
-# RequiredPlugin* cases: 21 passed, 2 skipped. Three of them kill CRI-O
+# second NUMA node) skipped, nothing failed; run 1 also passes the reload
+# case (15 passed, 9 skipped), which skips where a plugin is required
+# already (run 2: 14 passed, 10 skipped). Run 3 passes the 7
+# RequiredPlugin* cases: 21 passed, 3 skipped. Four cases kill CRI-O
 # (--crio-restarts): as test/nri.bats does, CRI-O is started again on the
 # same state whenever it exits while the suite runs.
 # To repeat some cases (a flaky one under load, say): NRI_SUITE_INSTANCES
@@ -33,10 +37,12 @@ set -uo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$REPO/contrib/cri-o
 BIN=${CRIO_BINDIR:-$REPO/bin}
-EXPECT_PASS=${EXPECT_PASS:-14}
+EXPECT_PASS=${EXPECT_PASS:-15}
 EXPECT_SKIP=${EXPECT_SKIP:-9}
+EXPECT_PASS_OUT_OF_SCOPE=${EXPECT_PASS_OUT_OF_SCOPE:-14}
+EXPECT_SKIP_OUT_OF_SCOPE=${EXPECT_SKIP_OUT_OF_SCOPE:-10}
 EXPECT_PASS_REQUIRED=${EXPECT_PASS_REQUIRED:-21}
-EXPECT_SKIP_REQUIRED=${EXPECT_SKIP_REQUIRED:-2}
+EXPECT_SKIP_REQUIRED=${EXPECT_SKIP_REQUIRED:-3}
 CI_IMAGE=quay.io/crio/fedora-crio-ci:latest
 PAUSE_IMAGE=registry.k8s.io/pause:3.10.1
 INSTANCES=${NRI_SUITE_INSTANCES:-no-required-plugins out-of-scope-required-plugin required-plugin}
@@ -130,7 +136,7 @@ run() {
 	start=$SECONDS
 	out=$dir/suite.log
 	(cd "$dir" && "$BIN/crio-nri.test" --crio-socket "unix://$CRI_SOCK" --nri-socket "unix://$NRI_SOCK" \
-		--cgroup-manager cgroupfs --crio-restarts -test.v -test.count=1 "${TEST_FLAGS[@]}") >"$out" 2>&1 &
+		--cgroup-manager cgroupfs --crio-restarts --crio-config-dir "$CRIO_CONFIG_DIR" -test.v -test.count=1 "${TEST_FLAGS[@]}") >"$out" 2>&1 &
 	suite=$!
 	# CRI-O is started again whenever a test killed it, until the suite
 	# ends; the test waits until it answers.
@@ -204,12 +210,12 @@ if selected no-required-plugins; then
 	run no-required-plugins "$EXPECT_PASS" "$EXPECT_SKIP" || rc=1
 fi
 if selected out-of-scope-required-plugin; then
-	run out-of-scope-required-plugin "$EXPECT_PASS" "$EXPECT_SKIP" "$WORK/out-of-scope.conf" || rc=1
+	run out-of-scope-required-plugin "$EXPECT_PASS_OUT_OF_SCOPE" "$EXPECT_SKIP_OUT_OF_SCOPE" "$WORK/out-of-scope.conf" || rc=1
 fi
 if selected required-plugin; then
 	CRIO_INFRA=1 run required-plugin "$EXPECT_PASS_REQUIRED" "$EXPECT_SKIP_REQUIRED" "$WORK/required-plugin.conf" || rc=1
 fi
 if ((rc == 0 && ${#TEST_FLAGS[@]} == 0)); then
-	echo "CRI-O NRI suite: no required plugins and an out-of-scope required plugin $EXPECT_PASS passed, $EXPECT_SKIP skipped; required plugin $EXPECT_PASS_REQUIRED passed, $EXPECT_SKIP_REQUIRED skipped; 0 failed"
+	echo "CRI-O NRI suite: no required plugins $EXPECT_PASS passed, $EXPECT_SKIP skipped; an out-of-scope required plugin $EXPECT_PASS_OUT_OF_SCOPE passed, $EXPECT_SKIP_OUT_OF_SCOPE skipped; required plugin $EXPECT_PASS_REQUIRED passed, $EXPECT_SKIP_REQUIRED skipped; 0 failed"
 fi
 exit $rc
