@@ -43,7 +43,7 @@ crio-unit: crio
 
 crio-nri-suite: crio
 	bash contrib/cri-o/build.sh nritest
-	bash contrib/cri-o/nri-suite.sh
+	TESTLOGS=$(TESTLOGS) bash contrib/cri-o/nri-suite.sh
 
 test-crio: install-deps build crio crio-pristine crio-check crio-unit crio-nri-suite
 	hack/test-summary.sh bats "bats contrib/cri-o/test" $(TESTLOGS)/crio-bats.tap -- $(BATS) --tap contrib/cri-o/test/*.bats
