@@ -225,7 +225,8 @@ no_pinned_namespaces() {
 	crash_in_cni_add held
 	runtime_start
 	wait_for 20 no_pinned_namespaces
-	grep -q "Removed the network and namespaces of sandbox [0-9a-f]* of pod default/held, which could not be restored" "$TESTDIR/daemon.log"
+	# Logged once the namespaces are removed, after the DEL.
+	wait_for 5 grep -q "Removed the network and namespaces of sandbox [0-9a-f]* of pod default/held, which could not be restored" "$TESTDIR/daemon.log"
 	[ -z "$(ipam_allocations)" ]
 	[ -z "$(storage_containers)" ]
 	pod=$(crictl_cmd runp "$TESTDIR/held-pod.json")
