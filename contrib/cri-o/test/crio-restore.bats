@@ -8,7 +8,10 @@
 # private instance (test/helpers.bash); the real parts fail: CRI-O is
 # SIGKILLed, the CNI bridge plugin's DEL fails through a wrapper in the
 # test's own plugin directory, the released CRI-O is bin/crio-v1.36.3
-# (make crio-pristine).
+# (make crio-pristine). And CRI-O killed during a pod's CNI ADD (patch 0016):
+# the restart tears the pod's network down and removes its pinned
+# namespaces, retrying while DEL fails; the CNI ADD is held by the same
+# wrapper plugin.
 
 bats_require_minimum_version 1.5.0
 
@@ -60,16 +63,26 @@ infra_pod_config() {
 	echo "$f"
 }
 
-# cni_del_wrapper: a "bridge" CNI plugin in the test's own plugin directory
+# cni_wrapper: a "bridge" CNI plugin in the test's own plugin directory
 # (first in plugin_dirs, CRIO_CNI_PLUGIN_DIRS), which is Debian's bridge
-# plugin except that DEL fails while $TESTDIR/cni-del-fails exists.
-cni_del_wrapper() {
+# plugin except that DEL fails while $TESTDIR/cni-del-fails exists, and ADD,
+# while $TESTDIR/cni-add-holds exists, sets the pod's network up (host-local
+# allocates its address), creates $TESTDIR/cni-add-held and waits until
+# cni-add-holds is removed before it answers.
+cni_wrapper() {
 	mkdir -p "$TESTDIR/cni-bin"
 	cat >"$TESTDIR/cni-bin/bridge" <<-EOF
 		#!/bin/sh
 		if [ "\$CNI_COMMAND" = DEL ] && [ -e "$TESTDIR/cni-del-fails" ]; then
 			echo '{"cniVersion": "1.0.0", "code": 11, "msg": "injected DEL failure (the network is not ready)"}'
 			exit 1
+		fi
+		if [ "\$CNI_COMMAND" = ADD ] && [ -e "$TESTDIR/cni-add-holds" ]; then
+			result=\$(/usr/lib/cni/bridge "\$@") || exit
+			touch "$TESTDIR/cni-add-held"
+			while [ -e "$TESTDIR/cni-add-holds" ]; do sleep 0.1; done
+			echo "\$result"
+			exit 0
 		fi
 		exec /usr/lib/cni/bridge "\$@"
 	EOF
@@ -127,7 +140,7 @@ stop_remove_and_run_again() {
 }
 
 @test "kill -9 in the RunPodSandbox relay while CNI DEL fails: the pod comes back NotReady in pods and inspectp, never wedged; stop, remove and run again succeed within 30s once DEL works" {
-	cni_del_wrapper
+	cni_wrapper
 	crash_in_run_pod_sandbox "$(nri_pod_config late)"
 	# The network is not ready at the restart: CNI DEL fails.
 	touch "$TESTDIR/cni-del-fails"
@@ -169,7 +182,7 @@ stop_remove_and_run_again() {
 	[ -z "$(runc_status "$HELD")" ]
 }
 
-@test "a marker without the sandbox's config.json: the pod is not restored, its storage and name are released, and it runs again" {
+@test "a marker without the sandbox's config.json: the pod is not restored, its storage, name, pinned namespaces and address are released, and it runs again" {
 	crash_in_run_pod_sandbox "$(nri_pod_config torn)"
 	rm "$(userdata "$HELD")/config.json"
 	runtime_start
@@ -185,8 +198,62 @@ stop_remove_and_run_again() {
 	done
 	[ -z "$(crictl_cmd pods -q)" ]
 	[ -z "$(storage_containers)" ]
+	# Its network and pinned namespaces are torn down too (PR 12).
+	wait_for 20 no_pinned_namespaces
+	[ -z "$(ipam_allocations)" ]
 	plugin_back
 	pod=$(crictl_cmd runp "$TESTDIR/torn-pod.json")
+	[ "$(pod_state "$pod")" = SANDBOX_READY ]
+}
+
+# crash_in_cni_add NAME: start CRI-O (no required plugin), run pod NAME
+# and SIGKILL CRI-O while the network plugin's ADD holds it, after its
+# address was allocated, then let the ADD end. Sets PINS, the namespaces
+# pinned for the pod, and IPS, its address files.
+crash_in_cni_add() {
+	cni_wrapper
+	start_runtime
+	touch "$TESTDIR/cni-add-holds"
+	request_in_background crictl_cmd runp "$(nri_pod_config "$1")"
+	wait_for 20 test -e "$TESTDIR/cni-add-held"
+	PINS=$(pinned_namespaces)
+	IPS=$(ipam_allocations)
+	[ -n "$PINS" ]
+	[ -n "$IPS" ]
+	crash_runtime
+	rm "$TESTDIR/cni-add-holds"
+	# The sandbox is in storage, without its config.json.
+	[ -n "$(storage_containers)" ]
+}
+
+no_pinned_namespaces() {
+	[ -z "$(pinned_namespaces)" ]
+}
+
+@test "kill -9 during the CNI ADD of a RunPodSandbox: the restart tears the pod's network down and removes its pinned namespaces, and the pod runs again" {
+	crash_in_cni_add held
+	runtime_start
+	wait_for 20 no_pinned_namespaces
+	# Logged once the namespaces are removed, after the DEL.
+	wait_for 5 grep -q "Removed the network and namespaces of sandbox [0-9a-f]* of pod default/held, which could not be restored" "$TESTDIR/daemon.log"
+	[ -z "$(ipam_allocations)" ]
+	[ -z "$(storage_containers)" ]
+	pod=$(crictl_cmd runp "$TESTDIR/held-pod.json")
+	[ "$(pod_state "$pod")" = SANDBOX_READY ]
+}
+
+@test "kill -9 during the CNI ADD of a RunPodSandbox while CNI DEL fails at the restart: the pod's namespaces stay until the retried DEL succeeds, then both are gone" {
+	crash_in_cni_add held
+	touch "$TESTDIR/cni-del-fails"
+	runtime_start
+	wait_for 20 grep -q "tearing down the network of sandbox [0-9a-f]* of pod default/held" "$TESTDIR/daemon.log"
+	[ "$(pinned_namespaces)" = "$PINS" ]
+	[ "$(ipam_allocations)" = "$IPS" ]
+	rm "$TESTDIR/cni-del-fails"
+	wait_for 30 grep -q "Removed the network and namespaces of sandbox [0-9a-f]* of pod default/held" "$TESTDIR/daemon.log"
+	[ -z "$(pinned_namespaces)" ]
+	[ -z "$(ipam_allocations)" ]
+	pod=$(crictl_cmd runp "$TESTDIR/held-pod.json")
 	[ "$(pod_state "$pod")" = SANDBOX_READY ]
 }
 
