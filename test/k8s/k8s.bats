@@ -824,6 +824,14 @@ npd_bound() { echo $((NPD_INTERVAL + 2)); }
 	[ "$m2" -eq 0 ]
 }
 
+@test "bad input: too little disk for a cluster is refused before anything starts, naming the space free and needed" {
+	run env K8S_MIN_FREE_GIB=$((1 << 20)) bash -c 'source "$1"; k8s_check_disk' _ "$REPO_ROOT/test/k8s/lib.bash"
+	[ "$status" -eq 1 ]
+	[[ $output == "/tmp has "*" MiB free of "*" GiB, under the 1073741824 MiB a cluster needs (the kubelets evict every pod below 1 %): free some space first" ]]
+	run bash -c 'source "$1"; k8s_check_disk' _ "$REPO_ROOT/test/k8s/lib.bash"
+	[ "$status" -eq 0 ]
+}
+
 @test "bad input: node 2's runtime socket missing makes node 2 NotReady with the kubelet's message and its check Unknown naming the socket, node 1 unaffected; a runtime without the policy reads False" {
 	require_npd
 	local s=bad-input n

@@ -227,6 +227,25 @@ k8s_check_prereqs() {
 	for p in 2379 "$API_PORT" 10248 10250 10257 10259; do
 		[[ -z $(ss -Hltn "sport = :$p") ]] || { echo "port $p is in use: another cluster is running?" >&2; return 1; }
 	done
+	k8s_check_disk
+}
+
+# k8s_check_disk: the filesystem of the nodes' directories (under /tmp) has
+# room for a run. Below 1 % free the kubelets evict every pod (evictionHard
+# nodefs.available, imagefs.available), the plugins' first of all, and the
+# cluster never comes up with its plugins; a run writes images, containers'
+# layers and logs on top. K8S_MIN_FREE_GIB (default 4) and 2 % of the
+# filesystem, whichever is more.
+k8s_check_disk() {
+	local avail size need
+	read -r avail size < <(df -B1 --output=avail,size /tmp | tail -1) || { echo "df /tmp failed" >&2; return 1; }
+	need=$((${K8S_MIN_FREE_GIB:-4} << 30))
+	((size / 50 > need)) && need=$((size / 50))
+	((avail >= need)) || {
+		printf '/tmp has %d MiB free of %d GiB, under the %d MiB a cluster needs (the kubelets evict every pod below 1 %%): free some space first\n' \
+			$((avail >> 20)) $((size >> 30)) $((need >> 20)) >&2
+		return 1
+	}
 }
 
 # npd_available: node-problem-detector was built (make k8s); otherwise
