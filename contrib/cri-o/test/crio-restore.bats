@@ -10,8 +10,8 @@
 # test's own plugin directory, the released CRI-O is bin/crio-v1.36.3
 # (make crio-pristine). And CRI-O killed during a pod's CNI ADD (patch 0016):
 # the restart tears the pod's network down and removes its pinned
-# namespaces, retrying while DEL fails; the CNI ADD is held by the same
-# wrapper plugin.
+# namespaces, retrying while DEL fails, also across another restart; the
+# CNI ADD is held by the same wrapper plugin.
 
 bats_require_minimum_version 1.5.0
 
@@ -253,6 +253,43 @@ no_pinned_namespaces() {
 	wait_for 30 grep -q "Removed the network and namespaces of sandbox [0-9a-f]* of pod default/held" "$TESTDIR/daemon.log"
 	[ -z "$(pinned_namespaces)" ]
 	[ -z "$(ipam_allocations)" ]
+	pod=$(crictl_cmd runp "$TESTDIR/held-pod.json")
+	[ "$(pod_state "$pod")" = SANDBOX_READY ]
+}
+
+# kept_records: the records of unrestorable sandboxes CRI-O keeps, beside
+# container_exits_dir, until their cleanup succeeded.
+kept_records() {
+	find "$TESTDIR/state/unrestorable-sandboxes" -type f 2>/dev/null | sort
+}
+
+# failed_teardowns_over N: the log has more than N failed teardowns of the
+# network of pod default/held.
+failed_teardowns_over() {
+	(($(grep -c "tearing down the network of sandbox [0-9a-f]* of pod default/held" "$TESTDIR/daemon.log") > $1))
+}
+
+@test "kill -9 during the CNI ADD of a RunPodSandbox, CNI DEL failing at the restart and CRI-O restarted again before it works: the second restart's retried DEL removes the namespaces and the address" {
+	crash_in_cni_add held
+	touch "$TESTDIR/cni-del-fails"
+	runtime_start
+	wait_for 20 grep -q "tearing down the network of sandbox [0-9a-f]* of pod default/held" "$TESTDIR/daemon.log"
+	# The restore deleted the sandbox's storage, with the record in it; the
+	# record it kept is what the next restart knows the pod by.
+	[ -z "$(storage_containers)" ]
+	[ -n "$(kept_records)" ]
+	stop_daemon KILL
+	local failures
+	failures=$(grep -c "tearing down the network of sandbox [0-9a-f]* of pod default/held" "$TESTDIR/daemon.log")
+	runtime_start
+	wait_for 20 failed_teardowns_over "$failures"
+	[ "$(pinned_namespaces)" = "$PINS" ]
+	[ "$(ipam_allocations)" = "$IPS" ]
+	rm "$TESTDIR/cni-del-fails"
+	wait_for 30 grep -q "Removed the network and namespaces of sandbox [0-9a-f]* of pod default/held" "$TESTDIR/daemon.log"
+	[ -z "$(pinned_namespaces)" ]
+	[ -z "$(ipam_allocations)" ]
+	[ -z "$(kept_records)" ]
 	pod=$(crictl_cmd runp "$TESTDIR/held-pod.json")
 	[ "$(pod_state "$pod")" = SANDBOX_READY ]
 }
