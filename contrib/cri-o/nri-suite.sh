@@ -15,12 +15,13 @@
 #      container runnable here (crio-test-config.sh's CRIO_INFRA=1)
 # Runs 1 and 2 must give the result of unpatched CRI-O here plus the new
 # PluginSyncDuringStopOfContainer, PluginSyncDuringContainerCreation,
-# PluginSyncDuringContainerUpdate and PluginSyncDuringUpdateOfStoppingContainer
-# cases: 14 passed, the 7 RequiredPlugin* cases and the 2 memset cases (a
-# second NUMA node) skipped, nothing failed; run 1 also passes the reload
-# case (15 passed, 9 skipped), which skips where a plugin is required
-# already (run 2: 14 passed, 10 skipped). Run 3 passes the 7
-# RequiredPlugin* cases: 21 passed, 3 skipped. Four cases kill CRI-O
+# PluginSyncDuringContainerUpdate, PluginSyncDuringUpdateOfStoppingContainer
+# and ContainerCreationFailureAfterRelay cases: 15 passed, the 7
+# RequiredPlugin* cases and the 2 memset cases (a second NUMA node)
+# skipped, nothing failed; run 1 also passes the reload
+# case (16 passed, 9 skipped), which skips where a plugin is required
+# already (run 2: 15 passed, 10 skipped). Run 3 passes the 7
+# RequiredPlugin* cases: 22 passed, 3 skipped. Four cases kill CRI-O
 # (--crio-restarts): as test/nri.bats does, CRI-O is started again on the
 # same state whenever it exits while the suite runs.
 # To repeat some cases (a flaky one under load, say): NRI_SUITE_INSTANCES
@@ -37,11 +38,11 @@ set -uo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$REPO/contrib/cri-o
 BIN=${CRIO_BINDIR:-$REPO/bin}
-EXPECT_PASS=${EXPECT_PASS:-15}
+EXPECT_PASS=${EXPECT_PASS:-16}
 EXPECT_SKIP=${EXPECT_SKIP:-9}
-EXPECT_PASS_OUT_OF_SCOPE=${EXPECT_PASS_OUT_OF_SCOPE:-14}
+EXPECT_PASS_OUT_OF_SCOPE=${EXPECT_PASS_OUT_OF_SCOPE:-15}
 EXPECT_SKIP_OUT_OF_SCOPE=${EXPECT_SKIP_OUT_OF_SCOPE:-10}
-EXPECT_PASS_REQUIRED=${EXPECT_PASS_REQUIRED:-21}
+EXPECT_PASS_REQUIRED=${EXPECT_PASS_REQUIRED:-22}
 EXPECT_SKIP_REQUIRED=${EXPECT_SKIP_REQUIRED:-3}
 CI_IMAGE=quay.io/crio/fedora-crio-ci:latest
 PAUSE_IMAGE=registry.k8s.io/pause:3.10.1
