@@ -430,6 +430,9 @@ rt_config() {
 			PAUSE_IMAGE=$CRIO_PAUSE_IMAGE NRI_REQUEST_TIMEOUT=${NRI_REQUEST_TIMEOUT:-2s} CRIO_METRICS_PORT=$port \
 			"$REPO_ROOT/contrib/cri-o/crio-test-config.sh" "$d" "$policy") || return
 		echo "$out" >"$d/paths"
+		# The node's pods use the node's own bridge (node_network); the one
+		# crio-test-config.sh makes for its own conflist is not used here.
+		ip link del "$(sed -n 's/^CRIO_CNI_BRIDGE=//p' <<<"$out")" 2>/dev/null || true
 		for f in "$@"; do cp "$f" "$(sed -n 's/^CRIO_CONFIG_DIR=//p' <<<"$out")/"; done
 		;;
 	containerd)
