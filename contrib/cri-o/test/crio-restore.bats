@@ -242,56 +242,60 @@ no_pinned_namespaces() {
 	[ "$(pod_state "$pod")" = SANDBOX_READY ]
 }
 
-@test "kill -9 during the CNI ADD of a RunPodSandbox while CNI DEL fails at the restart: the pod's namespaces stay until the retried DEL succeeds, then both are gone" {
-	crash_in_cni_add held
-	touch "$TESTDIR/cni-del-fails"
-	runtime_start
-	wait_for 20 grep -q "tearing down the network of sandbox [0-9a-f]* of pod default/held" "$TESTDIR/daemon.log"
-	[ "$(pinned_namespaces)" = "$PINS" ]
-	[ "$(ipam_allocations)" = "$IPS" ]
-	rm "$TESTDIR/cni-del-fails"
-	wait_for 30 grep -q "Removed the network and namespaces of sandbox [0-9a-f]* of pod default/held" "$TESTDIR/daemon.log"
-	[ -z "$(pinned_namespaces)" ]
-	[ -z "$(ipam_allocations)" ]
-	pod=$(crictl_cmd runp "$TESTDIR/held-pod.json")
-	[ "$(pod_state "$pod")" = SANDBOX_READY ]
-}
-
 # kept_records: the records of unrestorable sandboxes CRI-O keeps, beside
 # container_exits_dir, until their cleanup succeeded.
 kept_records() {
 	find "$TESTDIR/state/unrestorable-sandboxes" -type f 2>/dev/null | sort
 }
 
-# failed_teardowns_over N: the log has more than N failed teardowns of the
-# network of pod default/held.
+# failed_teardowns: how many failed teardowns of the network of pod
+# default/held the log has; failed_teardowns_over N: more than N.
+failed_teardowns() {
+	grep -c "tearing down the network of sandbox [0-9a-f]* of pod default/held" "$TESTDIR/daemon.log"
+}
 failed_teardowns_over() {
-	(($(grep -c "tearing down the network of sandbox [0-9a-f]* of pod default/held" "$TESTDIR/daemon.log") > $1))
+	(($(failed_teardowns) > $1))
+}
+
+# held_cleaned_once_del_works: CNI DEL works again; the retried DEL removes
+# the held pod's namespaces and address, and the same pod config runs.
+held_cleaned_once_del_works() {
+	rm "$TESTDIR/cni-del-fails"
+	wait_for 30 grep -q "Removed the network and namespaces of sandbox [0-9a-f]* of pod default/held" "$TESTDIR/daemon.log"
+	[ -z "$(pinned_namespaces)" ]
+	[ -z "$(ipam_allocations)" ]
+	pod=$(crictl_cmd runp "$TESTDIR/held-pod.json")
+	[ "$(pod_state "$pod")" = SANDBOX_READY ]
+}
+
+@test "kill -9 during the CNI ADD of a RunPodSandbox while CNI DEL fails at the restart: the pod's namespaces stay until the retried DEL succeeds, then both are gone" {
+	crash_in_cni_add held
+	touch "$TESTDIR/cni-del-fails"
+	runtime_start
+	wait_for 20 failed_teardowns_over 0
+	[ "$(pinned_namespaces)" = "$PINS" ]
+	[ "$(ipam_allocations)" = "$IPS" ]
+	held_cleaned_once_del_works
 }
 
 @test "kill -9 during the CNI ADD of a RunPodSandbox, CNI DEL failing at the restart and CRI-O restarted again before it works: the second restart's retried DEL removes the namespaces and the address" {
 	crash_in_cni_add held
 	touch "$TESTDIR/cni-del-fails"
 	runtime_start
-	wait_for 20 grep -q "tearing down the network of sandbox [0-9a-f]* of pod default/held" "$TESTDIR/daemon.log"
+	wait_for 20 failed_teardowns_over 0
 	# The restore deleted the sandbox's storage, with the record in it; the
 	# record it kept is what the next restart knows the pod by.
 	[ -z "$(storage_containers)" ]
 	[ -n "$(kept_records)" ]
 	stop_daemon KILL
 	local failures
-	failures=$(grep -c "tearing down the network of sandbox [0-9a-f]* of pod default/held" "$TESTDIR/daemon.log")
+	failures=$(failed_teardowns)
 	runtime_start
 	wait_for 20 failed_teardowns_over "$failures"
 	[ "$(pinned_namespaces)" = "$PINS" ]
 	[ "$(ipam_allocations)" = "$IPS" ]
-	rm "$TESTDIR/cni-del-fails"
-	wait_for 30 grep -q "Removed the network and namespaces of sandbox [0-9a-f]* of pod default/held" "$TESTDIR/daemon.log"
-	[ -z "$(pinned_namespaces)" ]
-	[ -z "$(ipam_allocations)" ]
+	held_cleaned_once_del_works
 	[ -z "$(kept_records)" ]
-	pod=$(crictl_cmd runp "$TESTDIR/held-pod.json")
-	[ "$(pod_state "$pod")" = SANDBOX_READY ]
 }
 
 # downgrade_and_upgrade POD_CONFIG: crash_in_run_pod_sandbox, then the
