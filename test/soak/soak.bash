@@ -65,6 +65,9 @@ export CRISTATUS_INTERVAL=${CRISTATUS_INTERVAL:-50ms}
 # logs linked (seconds).
 CHECK_EVERY=30
 SAMPLE_EVERY=5
+# The samples of the last rest, after the soak's namespace is deleted
+# (seconds; the plan's rests say their own).
+REST_HOLD=30
 # A node is back when its runtime reports every required plugin ready; a
 # plugin that the kubelet holds in its restart back-off longer than this is
 # restarted (its pod deleted), and a node not back that long after is a
@@ -243,24 +246,27 @@ POD_FILTER='.object as $p | {t: now, type, uid: $p.metadata.uid, name: $p.metada
 			last_reason: (.lastState.terminated.reason // "")}))}'
 EVENT_FILTER='{t: now, type, reason, kind: .involvedObject.kind, name: .involvedObject.name, count: (.count // 1), message}'
 
-# sampler: every SAMPLE_EVERY seconds, each runtime's pid, RSS, open fds,
-# goroutines (its metrics) and how many sandboxes and containers it holds,
-# with the load average.
+# sampler: every SAMPLE_EVERY seconds, each runtime's pid, RSS (and its
+# anonymous part: the rest is file pages, such as the binary's code paged in
+# and containerd's mmapped bolt database, which the kernel reclaims), open
+# fds, goroutines (its metrics) and how many sandboxes and containers it
+# holds, with the load average.
 sampler() {
-	local n pid rss fds gor ctrs load
+	local n pid rss anon fds gor ctrs load
 	while [[ ! -e $SOAK_DIR/.stop ]]; do
 		read -r load _ </proc/loadavg
 		for n in $(nodes); do
 			pid=$(rt_pid "$n" 2>/dev/null) && kill -0 "$pid" 2>/dev/null || pid=0
-			rss=null fds=null gor=null ctrs=null
+			rss=null anon=null fds=null gor=null ctrs=null
 			if ((pid > 0)); then
 				rss=$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)
+				anon=$(awk '/^RssAnon:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)
 				fds=$(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 2>/dev/null | wc -l)
 				gor=$(rt_metrics "$n" 2>/dev/null | awk '$1 == "go_goroutines" { print $2 }')
 				ctrs=$(($(crictl_n "$n" pods -q 2>/dev/null | wc -l) + $(crictl_n "$n" ps -a -q 2>/dev/null | wc -l)))
 			fi
-			printf '{"t":%s,"node":%d,"pid":%d,"rss_kb":%s,"fds":%s,"goroutines":%s,"containers":%s,"load1":%s}\n' \
-				"$(now)" "$n" "$pid" "${rss:-null}" "${fds:-null}" "${gor:-null}" "${ctrs:-null}" "$load" >>"$SOAK_DIR/samples.jsonl"
+			printf '{"t":%s,"node":%d,"pid":%d,"rss_kb":%s,"rss_anon_kb":%s,"fds":%s,"goroutines":%s,"containers":%s,"load1":%s}\n' \
+				"$(now)" "$n" "$pid" "${rss:-null}" "${anon:-null}" "${fds:-null}" "${gor:-null}" "${ctrs:-null}" "$load" >>"$SOAK_DIR/samples.jsonl"
 		done
 		sleep "$SAMPLE_EVERY"
 	done
@@ -558,6 +564,7 @@ churn_loop() {
 		case $op in
 		scale-*) kc -n "$SOAK_NS" scale "deploy/${op#scale-}-$n" --replicas="$arg" --request-timeout=30s >/dev/null 2>&1 || ok=false ;;
 		job) soak_job "$n" "$arg" 2>/dev/null || ok=false ;;
+		rest) soak_rest "$arg" || ok=false ;;
 		delete)
 			pods=($(kc -n "$SOAK_NS" get pods -l "soak-node=$n" --request-timeout=30s -o json 2>/dev/null |
 				jq -r '.items[] | select(.metadata.deletionTimestamp == null) | .metadata.name'))
@@ -570,6 +577,76 @@ churn_loop() {
 		esac
 		printf '{"t":%s,"op":"%s","node":%d,"arg":%d,"ok":%s}\n' "$(now)" "$op" "$n" "$arg" "$ok" >>"$SOAK_DIR/churn.jsonl"
 	done <"$SOAK_DIR/churn.tsv"
+}
+
+# soak_rest HOLD: the churn rests (tools/nri-soak's plan: a long soak's
+# growth is judged at its rests): once no fault is in progress (the fault
+# loop starts none meanwhile), the Deployments are scaled to zero, the
+# Jobs and the faults' bare pods deleted; once no pod of the soak is left in
+# the API server and no container of the soak runs on any node, the
+# runtimes are sampled for HOLD seconds (rest_hold); then the Deployments
+# are scaled back. rests.jsonl
+# says when, or why the rest was not quiet.
+REST_DRAIN=120 REST_SETTLE=10
+soak_rest() {
+	local hold=$1 t0 deadline name replicas saved bare
+	t0=$(now)
+	touch "$SOAK_DIR/.resting"
+	deadline=$((SECONDS + 240))
+	while [[ -e $SOAK_DIR/.fault-active ]] && ((SECONDS < deadline)); do sleep 1; done
+	if [[ -e $SOAK_DIR/.fault-active ]]; then
+		rest_record "$t0" 0 0 0 "a fault still in progress after 240s"
+		rm -f "$SOAK_DIR/.resting"
+		return 1
+	fi
+	saved=$(kc -n "$SOAK_NS" get deploy -o json --request-timeout=30s | jq -r '.items[] | "\(.metadata.name) \(.spec.replicas)"')
+	kc -n "$SOAK_NS" scale deploy --all --replicas=0 --request-timeout=30s >/dev/null 2>&1
+	kc -n "$SOAK_NS" delete jobs --all --wait=false --request-timeout=30s >/dev/null 2>&1
+	# And the bare pods the faults made (poke).
+	mapfile -t bare < <(kc -n "$SOAK_NS" get pods -o json --request-timeout=30s |
+		jq -r '.items[] | select((.metadata.ownerReferences // []) == []) | .metadata.name')
+	((${#bare[@]} == 0)) || kc -n "$SOAK_NS" delete pod "${bare[@]}" --wait=false --request-timeout=30s >/dev/null 2>&1
+	rest_hold "$t0" "$hold"
+	local rc=$?
+	while read -r name replicas; do
+		[[ -n $name ]] && kc -n "$SOAK_NS" scale "deploy/$name" --replicas="$replicas" --request-timeout=30s >/dev/null 2>&1
+	done <<<"$saved"
+	rm -f "$SOAK_DIR/.resting"
+	return "$rc"
+}
+
+# rest_quiet: no pod of the soak in the API server (the kubelet has
+# stopped every one that was deleted) and no container of the soak running
+# on any node.
+rest_quiet() {
+	local n
+	[[ $(kc -n "$SOAK_NS" get pods -o name --request-timeout=30s 2>/dev/null | wc -l) == 0 ]] || return 1
+	for n in $(nodes); do
+		[[ -z $(crictl_n "$n" ps -q --label "io.kubernetes.pod.namespace=$SOAK_NS" 2>/dev/null) ]] || return 1
+	done
+}
+
+# rest_hold T0 HOLD: once rest_quiet (up to REST_DRAIN seconds), REST_SETTLE
+# seconds for the kubelet's clean-up, then HOLD seconds of samples, recorded
+# in rests.jsonl (from, to: the samples of the rest).
+rest_hold() {
+	local t0=$1 hold=$2 deadline quiet from
+	deadline=$((SECONDS + REST_DRAIN))
+	until rest_quiet; do
+		((SECONDS < deadline)) || { rest_record "$t0" 0 0 0 "soak pods still there ${REST_DRAIN}s after the churn rested"; return 1; }
+		sleep 2
+	done
+	quiet=$(now)
+	sleep "$REST_SETTLE"
+	from=$(now)
+	sleep "$hold"
+	rest_record "$t0" "$quiet" "$from" "$(now)" ""
+}
+
+rest_record() {
+	jl rests.jsonl --argjson b "$1" --argjson q "$2" --argjson f "$3" --argjson t "$4" --arg why "$5" \
+		'{begin: $b, quiet: $q, from: $f, to: $t, ok: ($why == ""), why: $why}'
+	[[ -z $5 ]] || say "the rest begun at $(date -u -d "@${1%.*}" +%T) was not quiet: $5"
 }
 
 # soak_sleep SECONDS: sleep, checking the invariants when due, until
@@ -783,10 +860,20 @@ main() {
 		soak_sleep "$gap"
 		[[ -z ${STOP:-} ]] || break
 		awk -v e="$deadline" -v t="$(now)" 'BEGIN { exit !(t < e) }' || break
+		# Not while the churn rests (soak_rest): it waits for a fault in
+		# progress, and a fault waits for it.
+		touch "$SOAK_DIR/.fault-active"
+		while [[ -e $SOAK_DIR/.resting && -z ${STOP:-} ]]; do
+			rm -f "$SOAK_DIR/.fault-active"
+			soak_sleep 2
+			touch "$SOAK_DIR/.fault-active"
+		done
+		[[ -z ${STOP:-} ]] || { rm -f "$SOAK_DIR/.fault-active"; break; }
 		say "fault #$((FAULT_ID + 1)) $kind on ${node/#0/every node} (hold ${hold}s)"
 		fault_begin "$kind" "$node"
 		"fault_${kind//-/_}" "$node" "$hold" || say "fault #$FAULT_ID $kind did not go as planned"
 		fault_end
+		rm -f "$SOAK_DIR/.fault-active"
 		say "fault #$FAULT_ID $kind ended after $(since "$FAULT_T0")s"
 	done 4<"$SOAK_DIR/faults.tsv"
 	run_set faults_end "$(now)"
@@ -802,6 +889,9 @@ main() {
 	soak_check
 	say "deleting namespace $SOAK_NS, then looking for leaks"
 	kc delete namespace "$SOAK_NS" --wait=true --timeout=300s >/dev/null || say "namespace $SOAK_NS not deleted in 300s"
+	# The last rest, with the soak's pods gone (a long soak's growth is
+	# judged at its rests).
+	rest_hold "$(now)" "$REST_HOLD"
 	touch "$SOAK_DIR/.stop"
 	leaks_settle
 	touch "$SOAK_DIR/.stop-logs"

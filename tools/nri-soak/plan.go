@@ -72,6 +72,23 @@ var restartKinds = map[string]bool{kRuntimeKill: true, kRuntimeKillHeld: true, k
 // soak cannot be judged anyway and keeps every kind throughout.
 const growthPlanMin = 1200.0
 
+// A soak of growthPlanMin seconds or longer rests its churn at restAt (fractions
+// of its duration, all in the second half) for up to restWindow seconds: the
+// soak (test/soak/soak.bash's soak_rest) waits for the fault in progress to
+// end, scales the Deployments to zero, deletes the Jobs, waits until no pod
+// of the soak is left, and samples each runtime for restHold seconds with
+// nothing of the soak running; it samples once more the same way after the
+// soak's namespace is deleted. The growth check compares the runtimes at
+// these rests: like with like. Under churn, open fds and goroutines follow
+// the requests in flight and RSS the heap's cycle, which a slope over every
+// sample measures as much as a leak (docs/reliability.md, defect 3).
+var restAt = []float64{0.5, 0.625, 0.75, 0.875}
+
+const (
+	restWindow = 90.0
+	restHold   = 30.0
+)
+
 // The quiet time before each fault, in seconds; the first fault comes
 // after firstGap, so that the churn has started.
 const (
@@ -112,7 +129,8 @@ type fault struct {
 	Hold float64
 }
 
-// churn is one churn operation at At seconds from the start.
+// churn is one churn operation at At seconds from the start (op "rest": the
+// churn rests for Arg seconds of sampling, Node 0).
 type churn struct {
 	At   float64
 	Op   string
@@ -199,8 +217,20 @@ func makePlanOf(seed uint64, duration float64, nodes []string, only []string) pl
 	for _, o := range churnOps {
 		total += o.weight
 	}
-	jobs := 0
+	var rests []float64
+	if duration >= growthPlanMin {
+		for _, f := range restAt {
+			rests = append(rests, round1(f*duration))
+		}
+	}
+	resting := func(at float64) bool {
+		return slices.ContainsFunc(rests, func(r float64) bool { return at >= r && at < r+restWindow })
+	}
+	jobs, next := 0, 0
 	for at := uniform(0, 1); at < duration; at += uniform(churnMin, churnMax) {
+		for ; next < len(rests) && rests[next] <= at; next++ {
+			p.Churn = append(p.Churn, churn{At: rests[next], Op: "rest", Arg: restHold})
+		}
 		w := rng.IntN(total)
 		for _, o := range churnOps {
 			if w -= o.weight; w >= 0 {
@@ -214,7 +244,11 @@ func makePlanOf(seed uint64, duration float64, nodes []string, only []string) pl
 			default:
 				c.Arg = rng.IntN(o.maxArg + 1)
 			}
-			p.Churn = append(p.Churn, c)
+			// The draws go on during a rest, so that the churn after it is
+			// the one of the same seed without rests.
+			if !resting(c.At) {
+				p.Churn = append(p.Churn, c)
+			}
 			break
 		}
 	}

@@ -158,3 +158,57 @@ func TestPlanRestartsRuntimesEarlyInALongSoak(t *testing.T) {
 		t.Fatalf("seed 136, 5 min: no runtime restart after the first bag")
 	}
 }
+
+func TestPlanRestsTheChurnInALongSoak(t *testing.T) {
+	nodes := []string{"crio", "containerd"}
+	for seed := uint64(0); seed < 20; seed++ {
+		for _, duration := range []float64{growthPlanMin, 1800, 3600} {
+			p := makePlan(seed, duration, nodes)
+			var rests []float64
+			for _, c := range p.Churn {
+				if c.Op == "rest" {
+					if c.Arg != restHold || c.Node != 0 {
+						t.Fatalf("seed %d, %.0f s: %+v, want a rest of %.0f s on node 0", seed, duration, c, restHold)
+					}
+					rests = append(rests, c.At)
+				}
+			}
+			if len(rests) != len(restAt) {
+				t.Fatalf("seed %d, %.0f s: rests at %v, want %d", seed, duration, rests, len(restAt))
+			}
+			for i, r := range rests {
+				if r != round1(restAt[i]*duration) || r < duration/2 {
+					t.Fatalf("seed %d, %.0f s: rest %d at %.1f, want %.1f in the second half", seed, duration, i, r, restAt[i]*duration)
+				}
+				for _, c := range p.Churn {
+					if c.Op != "rest" && c.At >= r && c.At < r+restWindow {
+						t.Fatalf("seed %d, %.0f s: %s at %.1f during the rest at %.1f", seed, duration, c.Op, c.At, r)
+					}
+				}
+			}
+			// Around the rests, the churn is the seed's churn of a soak
+			// without rests (its streams are drawn the same).
+			plain := makePlan(seed, growthPlanMin-1, nodes)
+			var want, got []churn
+			for _, c := range plain.Churn {
+				if c.At < growthPlanMin-2 && !slices.ContainsFunc(rests, func(r float64) bool { return c.At >= r && c.At < r+restWindow }) {
+					want = append(want, c)
+				}
+			}
+			for _, c := range p.Churn {
+				if c.Op != "rest" && c.At < growthPlanMin-2 {
+					got = append(got, c)
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("seed %d, %.0f s: the churn around the rests is not the churn without them: %d ops, want %d", seed, duration, len(got), len(want))
+			}
+		}
+	}
+	// A short soak cannot judge growth and does not rest.
+	for _, c := range makePlan(136, 300, nodes).Churn {
+		if c.Op == "rest" {
+			t.Fatalf("seed 136, 5 min: a rest at %.1f", c.At)
+		}
+	}
+}

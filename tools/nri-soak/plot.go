@@ -152,7 +152,8 @@ func binned(r *records, ts []float64, end float64) plotter.XYs {
 
 // writePlot draws the soak over time: the faults per node; the
 // containers each runtime created for the soak and the refusals, per 30
-// s; each runtime's RSS, goroutines and open fds.
+// s; each runtime's RSS (anonymous), goroutines and open fds, with its
+// levels at the rests (the growth check's points).
 func writePlot(r *records, file string) error {
 	end := r.end()
 	xmax := (end - r.Run.Start) / 60
@@ -247,6 +248,24 @@ func writePlot(r *records, file string) error {
 				p.Add(l)
 				if j == 0 {
 					p.Legend.Add(n.Name+" "+n.Runtime, l)
+				}
+			}
+			// The levels the growth check fits: one per rest.
+			var pts plotter.XYs
+			for _, l := range restLevels(r, n.N, m.get, m.scale) {
+				pts = append(pts, plotter.XY{X: (l.T - r.Run.Start) / 60, Y: l.Y})
+			}
+			if len(pts) > 0 {
+				sc, err := plotter.NewScatter(pts)
+				if err != nil {
+					return err
+				}
+				sc.Color = nodeColors[i%len(nodeColors)]
+				sc.Shape = draw.BoxGlyph{}
+				sc.Radius = vg.Points(3)
+				p.Add(sc)
+				if i == 0 {
+					p.Legend.Add("level at a rest", sc)
 				}
 			}
 		}

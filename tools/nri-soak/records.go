@@ -18,8 +18,12 @@ import (
 //	faults.jsonl          {"id","kind","node","start"} when a fault starts,
 //	                      {"id","end","detail"} when it has ended
 //	churn.jsonl           each churn operation as done, with its time
-//	samples.jsonl         every few seconds per node: the runtime's pid, RSS,
-//	                      open fds, goroutines, containers; the load average
+//	samples.jsonl         every few seconds per node: the runtime's pid, RSS
+//	                      (and its anonymous part), open fds, goroutines,
+//	                      containers; the load average
+//	rests.jsonl           each rest of the churn (a long soak's, and the one
+//	                      after the soak's namespace is deleted): when the
+//	                      soak was quiet and the samples it took then
 //	pods.jsonl            a watch of the soak namespace's pods (receive time)
 //	events.jsonl          a watch of its events
 //	snapshots/*.json      every check: each node's sandboxes and containers as
@@ -111,10 +115,24 @@ type sample struct {
 	Node       int      `json:"node"`
 	PID        int      `json:"pid"`
 	RSSKB      *float64 `json:"rss_kb"`
+	RSSAnonKB  *float64 `json:"rss_anon_kb"`
 	FDs        *float64 `json:"fds"`
 	Goroutines *float64 `json:"goroutines"`
 	Containers *float64 `json:"containers"`
 	Load1      *float64 `json:"load1"`
+}
+
+// restRec is a rest of the churn (test/soak/soak.bash's soak_rest and
+// rest_hold): begun at Begin, quiet (no pod of the soak left, none of its
+// containers running) at Quiet, sampled from From to To. OK false: it was
+// not quiet (Why).
+type restRec struct {
+	Begin float64 `json:"begin"`
+	Quiet float64 `json:"quiet"`
+	From  float64 `json:"from"`
+	To    float64 `json:"to"`
+	OK    bool    `json:"ok"`
+	Why   string  `json:"why"`
 }
 
 type podCtr struct {
@@ -247,6 +265,7 @@ type records struct {
 	Faults    []faultRec
 	Churn     []churnRec
 	Samples   []sample
+	Rests     []restRec
 	Pods      []podRec
 	Events    []eventRec
 	Snapshots []snapshot
@@ -296,6 +315,7 @@ func loadRecords(dir, logs string, until float64) (*records, error) {
 	}{
 		{"churn.jsonl", appendJSON(&r.Churn)},
 		{"samples.jsonl", appendJSON(&r.Samples)},
+		{"rests.jsonl", appendJSON(&r.Rests)},
 		{"pods.jsonl", appendJSON(&r.Pods)},
 		{"events.jsonl", appendJSON(&r.Events)},
 	} {

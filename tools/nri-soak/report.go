@@ -283,10 +283,13 @@ func writeSummary(w io.Writer, r *records, o outcome, plotFile string, h int) {
 
 	if len(o.Growth) > 0 {
 		fmt.Fprintf(w, "%s# Growth over the second half\n\n", H)
-		mid, end := r.secondHalf()
-		fmt.Fprintf(w, "Least-squares slope over %s … %s, one level per runtime process (a restarted runtime starts from its own), the runtime's sandboxes and containers as covariate, the first %s of a runtime started during the soak left out (its warm-up); t-based 95 %% interval. A series grows if the whole interval lies above %.0f %% of its median per hour; it is judged when its samples cover at least %s.\n\n",
-			clock(r, mid), clock(r, end), dur(warmup), growthTolerance*100, dur(r.Run.GrowthMin))
-		fmt.Fprintf(w, "| node | series | median | slope per hour | 95 %% interval | samples (processes), time covered | verdict |\n| --- | --- | ---: | ---: | --- | --- | --- |\n")
+		mid, _ := r.secondHalf()
+		fmt.Fprintf(w, "Each runtime's level at each rest of the churn from %s on (a long soak rests at %s of its planned time and once more after its namespace is deleted: no pod of the soak left, none of its containers running, then %s of samples; the level is their median), a least-squares slope over the rests with one level per runtime process, the first %s of a runtime started during the soak left out (its warm-up); t-based 95 %% interval. RSS is its anonymous part (file pages, such as the binary's code and containerd's bolt database, are the kernel's to reclaim). A series grows if the whole interval lies above %.0f %% of its median per hour (for goroutines and fds, at least %.0f over the span of the rests); it is judged when the rests span at least %s.\n\n",
+			clock(r, mid), restFractions(), dur(restHold), dur(warmup), growthTolerance*100, countSlack, dur(r.Run.GrowthMin))
+		if rests := restSummary(r); rests != "" {
+			fmt.Fprintf(w, "%s\n\n", rests)
+		}
+		fmt.Fprintf(w, "| node | series | median | slope per hour | 95 %% interval | rests (processes), time covered | verdict |\n| --- | --- | ---: | ---: | --- | --- | --- |\n")
 		for _, g := range o.Growth {
 			verdict := g.Verdict
 			if g.Err != "" {
@@ -408,4 +411,29 @@ func loadOf(r *records) string {
 		return "not sampled"
 	}
 	return fmt.Sprintf("median %.1f, max %.1f", median(v), quantile(v, 1))
+}
+
+// restFractions: the plan's rests, as percentages of the planned time.
+func restFractions() string {
+	var p []string
+	for _, f := range restAt {
+		p = append(p, fmt.Sprintf("%.1f %%", f*100))
+	}
+	return strings.Join(p, ", ")
+}
+
+// restSummary: when each rest was quiet and sampled, or why not.
+func restSummary(r *records) string {
+	if len(r.Rests) == 0 {
+		return ""
+	}
+	var p []string
+	for _, rest := range r.Rests {
+		if rest.OK {
+			p = append(p, fmt.Sprintf("%s (quiet after %s)", clock(r, rest.From), dur(rest.Quiet-rest.Begin)))
+		} else {
+			p = append(p, fmt.Sprintf("%s: not quiet, %s", clock(r, rest.Begin), rest.Why))
+		}
+	}
+	return "Rests sampled at: " + strings.Join(p, "; ") + "."
 }

@@ -11,38 +11,31 @@ import (
 
 // growthFit is the least-squares fit of a series sampled over time,
 //
-//	y = a_s + b*t + c*x
+//	y = a_s + b*t
 //
 // with an intercept a_s for each segment s (a process's lifetime: a
-// restarted runtime starts from its own level), a common slope b over time
-// and, when given, a covariate x (the sandboxes and containers the runtime
-// holds at the sample: more of them legitimately need more memory,
-// goroutines and fds; what grows with time beyond them is what leaks).
+// restarted runtime starts from its own level) and a common slope b. The
+// growth check fits it to each runtime's levels at the soak's rests, where
+// nothing of the soak runs: what changes from one rest to the next is what
+// the runtime kept.
 type growthFit struct {
 	N, Segments int
 	// Slope b, its standard error and the t-based 95 % interval, per
 	// hour.
 	Slope, SE, Lo, Hi float64
 	DF                int
-	// Covariate: whether x entered the fit (it is left out when it does
-	// not vary within the segments).
-	Covariate bool
-	Median    float64
+	Median            float64
 }
 
 var errTooFew = errors.New("too few samples for a fit")
 
-// fitGrowth fits the model to the points (t, x, y) with segments seg
-// (consecutive equal values: one segment).
-func fitGrowth(t, x, y []float64, seg []int) (growthFit, error) {
-	f, err := fitGrowthWith(t, x, y, seg, x != nil)
-	if err != nil && x != nil {
-		return fitGrowthWith(t, nil, y, seg, false)
-	}
-	return f, err
-}
+// minDF: the least degrees of freedom of a fit. Two (four rests of one
+// process) give a wide interval (t = 4.30), which an exact level at rest
+// keeps narrow and a noisy one shows as inconclusive.
+const minDF = 2
 
-func fitGrowthWith(t, x, y []float64, seg []int, useX bool) (growthFit, error) {
+// fitGrowth fits the model to the points (t, y) with segments seg.
+func fitGrowth(t, y []float64, seg []int) (growthFit, error) {
 	n := len(y)
 	ids := map[int]int{}
 	for _, s := range seg {
@@ -52,21 +45,15 @@ func fitGrowthWith(t, x, y []float64, seg []int, useX bool) (growthFit, error) {
 	}
 	k := len(ids)
 	p := k + 1
-	if useX {
-		p++
-	}
-	if n-p < 3 {
+	if n-p < minDF {
 		return growthFit{}, errTooFew
 	}
-	// Centre t (and x) for conditioning; the slope does not change.
+	// Centre t for conditioning; the slope does not change.
 	tm := mean(t)
 	X := mat.NewDense(n, p, nil)
 	for i := 0; i < n; i++ {
 		X.Set(i, ids[seg[i]], 1)
 		X.Set(i, k, (t[i]-tm)/3600)
-		if useX {
-			X.Set(i, k+1, x[i])
-		}
 	}
 	var xtx mat.SymDense
 	xtx.SymOuterK(1, X.T())
@@ -74,7 +61,7 @@ func fitGrowthWith(t, x, y []float64, seg []int, useX bool) (growthFit, error) {
 	if ok := chol.Factorize(&xtx); !ok {
 		return growthFit{}, errors.New("singular fit")
 	}
-	// A near-singular system (x constant within segments) is as bad.
+	// A near-singular system (a segment of one point in time) is as bad.
 	if c := chol.Cond(); c > 1e12 || math.IsInf(c, 0) || math.IsNaN(c) {
 		return growthFit{}, errors.New("ill-conditioned fit")
 	}
@@ -103,7 +90,7 @@ func fitGrowthWith(t, x, y []float64, seg []int, useX bool) (growthFit, error) {
 	se := math.Sqrt(s2 * inv.At(k, k))
 	q := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(df)}.Quantile(0.975)
 	return growthFit{
-		N: n, Segments: k, DF: df, Covariate: useX,
+		N: n, Segments: k, DF: df,
 		Slope: b, SE: se, Lo: b - q*se, Hi: b + q*se,
 		Median: median(y),
 	}, nil

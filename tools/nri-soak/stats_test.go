@@ -6,14 +6,14 @@ import (
 	"testing"
 )
 
-// One segment, no covariate: the slope and its interval are the textbook
+// One segment: the slope and its interval are the textbook
 // simple regression's, b = Sxy/Sxx, se = sqrt(s²/Sxx), t(0.975, n-2).
 func TestFitGrowthIsSimpleRegression(t *testing.T) {
 	// y per hour: t in seconds, the fit reports per hour.
 	ts := []float64{0, 360, 720, 1080, 1440, 1800, 2160, 2520, 2880, 3240, 3600, 3960}
 	ys := []float64{10.2, 10.9, 12.1, 12.8, 14.2, 14.9, 15.8, 17.2, 18.1, 18.8, 20.3, 20.9}
 	seg := make([]int, len(ts))
-	f, err := fitGrowth(ts, nil, ys, seg)
+	f, err := fitGrowth(ts, ys, seg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestFitGrowthSegments(t *testing.T) {
 		ys = append(ys, level+3*tt/3600+0.2*rng.NormFloat64())
 		seg = append(seg, s)
 	}
-	f, err := fitGrowth(ts, nil, ys, seg)
+	f, err := fitGrowth(ts, ys, seg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,41 +69,12 @@ func TestFitGrowthSegments(t *testing.T) {
 	}
 }
 
-// What the covariate explains is not growth: a level that follows the
-// number of containers, which rise over the window, has no slope of its
-// own.
-func TestFitGrowthCovariate(t *testing.T) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	var ts, xs, ys []float64
-	for i := 0; i < 300; i++ {
-		tt := float64(i) * 5
-		x := float64(10 + i/20 + rng.IntN(5))
-		ts, xs = append(ts, tt), append(xs, x)
-		ys = append(ys, 200+2*x+rng.NormFloat64())
-	}
-	seg := make([]int, len(ts))
-	with, err := fitGrowth(ts, xs, ys, seg)
-	if err != nil || !with.Covariate {
-		t.Fatalf("fit %+v, %v", with, err)
-	}
-	if with.Lo > 0 || with.Hi < 0 {
-		t.Fatalf("with the covariate the slope's interval [%v, %v] should hold 0", with.Lo, with.Hi)
-	}
-	without, err := fitGrowth(ts, nil, ys, seg)
-	if err != nil || without.Lo <= 0 {
-		t.Fatalf("without it the containers' rise should read as growth: %+v, %v", without, err)
-	}
-	// A covariate constant within the segment is left out.
-	flat := make([]float64, len(ts))
-	f, err := fitGrowth(ts, flat, ys, seg)
-	if err != nil || f.Covariate {
-		t.Fatalf("constant covariate: %+v, %v", f, err)
-	}
-}
-
 func TestFitGrowthTooFew(t *testing.T) {
-	if _, err := fitGrowth([]float64{1, 2, 3}, nil, []float64{1, 2, 3}, []int{0, 0, 0}); err != errTooFew {
+	if _, err := fitGrowth([]float64{1, 2, 3}, []float64{1, 2, 3}, []int{0, 0, 0}); err != errTooFew {
 		t.Fatalf("3 points: %v, want errTooFew", err)
+	}
+	if _, err := fitGrowth([]float64{1, 2, 3, 4}, []float64{1, 2, 3, 5}, []int{0, 0, 0, 0}); err != nil {
+		t.Fatalf("4 points of one process: %v, want a fit", err)
 	}
 }
 
