@@ -115,6 +115,15 @@ fail_policy = \"fail\""
 	assert_contains "$(tail -1 <<<"$output" | unquote_log)" 'load required plugin io.containerd.grpc.v1.cri: unable to load NRI plugin dependency: invalid plugin config: plugins."io.containerd.nri.v1.nri".required_plugins = ["guard"]: NRI plugins are required while NRI is disabled (disable = true): set disable = false or remove the required_plugins tables'
 }
 
+@test "containerd: required plugins with the NRI plugin in disabled_plugins stop it, naming the plugins" {
+	runtime_config "$(guard_policy fail)"
+	# A top-level key, before the first table.
+	sed -i 's|^\([[:space:]]*\)version = 3$|&\n\1disabled_plugins = ["io.containerd.nri.v1.nri"]|' "$CONTAINERD_CONFIG"
+	grep -q 'disabled_plugins = \["io.containerd.nri.v1.nri"\]' "$CONTAINERD_CONFIG"
+	run -1 timeout 20 "$RUNTIME_BINDIR/containerd" --config "$CONTAINERD_CONFIG"
+	assert_contains "$(tail -1 <<<"$output" | unquote_log)" 'disabled plugin io.containerd.nri.v1.nri: plugins."io.containerd.nri.v1.nri".required_plugins = ["guard"]: NRI plugins are required while the NRI plugin is in disabled_plugins: remove it from disabled_plugins or remove the required_plugins tables'
+}
+
 @test "containerd: required plugins and an NRI that cannot start: it serves no pod" {
 	runtime_config "$(guard_policy fail)"
 	# The NRI socket's directory is a file.
