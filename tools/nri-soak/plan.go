@@ -85,8 +85,11 @@ const growthPlanMin = 1200.0
 var restAt = []float64{0.5, 0.625, 0.75, 0.875}
 
 const (
-	restWindow = 90.0
+	restWindow = 120.0
 	restHold   = 30.0
+	// restSettle: soak.bash's REST_SETTLE, the wait between the last pod
+	// gone and the samples (the report says it).
+	restSettle = 30.0
 )
 
 // The quiet time before each fault, in seconds; the first fault comes

@@ -254,7 +254,7 @@ func writeSummary(w io.Writer, r *records, o outcome, plotFile string, h int) {
 		for _, g := range o.Growth {
 			vs = append(vs, g.Verdict)
 		}
-		fmt.Fprintf(w, "| no growth | RSS, goroutines, open fds of each runtime over the second half (table below) | %d |\n", count[vGrowth])
+		fmt.Fprintf(w, "| no growth | RSS (anonymous), goroutines, open fds of each runtime from rest to rest (table below) | %d |\n", count[vGrowth])
 	}
 	var changes int
 	var lags []float64
@@ -282,10 +282,9 @@ func writeSummary(w io.Writer, r *records, o outcome, plotFile string, h int) {
 	}
 
 	if len(o.Growth) > 0 {
-		fmt.Fprintf(w, "%s# Growth over the second half\n\n", H)
-		mid, _ := r.secondHalf()
-		fmt.Fprintf(w, "Each runtime's level at each rest of the churn from %s on (a long soak rests at %s of its planned time and once more after its namespace is deleted: no pod of the soak left, none of its containers running, then %s of samples; the level is their median), a least-squares slope over the rests with one level per runtime process, the first %s of a runtime started during the soak left out (its warm-up); t-based 95 %% interval. RSS is its anonymous part (file pages, such as the binary's code and containerd's bolt database, are the kernel's to reclaim). A series grows if the whole interval lies above %.0f %% of its median per hour (for goroutines and fds, at least %.0f over the span of the rests); it is judged when the rests span at least %s.\n\n",
-			clock(r, mid), restFractions(), dur(restHold), dur(warmup), growthTolerance*100, countSlack, dur(r.Run.GrowthMin))
+		fmt.Fprintf(w, "%s# Growth from rest to rest\n\n", H)
+		fmt.Fprintf(w, "Each runtime's level at each rest of the churn (a long soak rests at %s of its planned time and once more after its namespace is deleted: no fault, no pod of the soak left, none of its containers running, %s for the kubelet's clean-up, then %s of samples; the level is their median), a least-squares slope over the rests with one level per runtime process, the first %s of a runtime started during the soak left out (its warm-up); t-based 95 %% interval. RSS is its anonymous part (file pages, such as the binary's code and containerd's bolt database, are the kernel's to reclaim). A series grows if the whole interval lies above %.0f %% of its median per hour, and above %.0f MiB (RSS) or %.0f (goroutines, fds) over the span of the rests; it is judged when the rests span at least %s.\n\n",
+			restFractions(), dur(restSettle), dur(restHold), dur(warmup), growthTolerance*100, rssSlack, countSlack, dur(r.Run.GrowthMin))
 		if rests := restSummary(r); rests != "" {
 			fmt.Fprintf(w, "%s\n\n", rests)
 		}

@@ -89,11 +89,21 @@ func fitGrowth(t, y []float64, seg []int) (growthFit, error) {
 	b := beta.AtVec(k)
 	se := math.Sqrt(s2 * inv.At(k, k))
 	q := distuv.StudentsT{Mu: 0, Sigma: 1, Nu: float64(df)}.Quantile(0.975)
+	// Levels that are exactly equal (a count at rest) leave rounding
+	// residue of 1e-14 where the slope is 0.
+	b, se = denoise(b), denoise(se)
 	return growthFit{
 		N: n, Segments: k, DF: df,
 		Slope: b, SE: se, Lo: b - q*se, Hi: b + q*se,
 		Median: median(y),
 	}, nil
+}
+
+func denoise(x float64) float64 {
+	if math.Abs(x) < 1e-9 {
+		return 0
+	}
+	return x
 }
 
 func mean(v []float64) float64 {
