@@ -115,7 +115,7 @@ failed_tests_output() {
 run() {
 	local name=$1 want_pass=$2 want_skip=$3 dir=$WORK/$1 out pass fail skip start suite exited restarts=0 pause
 	shift 3
-	eval "$(NRI_REQUEST_TIMEOUT=2s "$HERE/crio-test-config.sh" "$dir" "$@")"
+	eval "$(NRI_REQUEST_TIMEOUT=${REQUEST_TIMEOUT:-2s} "$HERE/crio-test-config.sh" "$dir" "$@")"
 	bridge=$CRIO_CNI_BRIDGE
 	pause=$WORK/ci-image.tar
 	if [[ ${CRIO_INFRA:-} == 1 ]]; then
@@ -208,7 +208,11 @@ selected() {
 
 rc=0
 if selected no-required-plugins; then
-	run no-required-plugins "$EXPECT_PASS" "$EXPECT_SKIP" || rc=1
+	# RequiredPluginAddedByReloadDuringRunPodSandbox holds a relay across a
+	# reload and the queries after it, which a loaded machine stretches
+	# past 2s (test/nri.bats runs it with the same drop-in's timeout); no
+	# case of this instance waits for a plugin request to time out.
+	REQUEST_TIMEOUT=2m run no-required-plugins "$EXPECT_PASS" "$EXPECT_SKIP" || rc=1
 fi
 if selected out-of-scope-required-plugin; then
 	run out-of-scope-required-plugin "$EXPECT_PASS_OUT_OF_SCOPE" "$EXPECT_SKIP_OUT_OF_SCOPE" "$WORK/out-of-scope.conf" || rc=1
