@@ -14,14 +14,15 @@
 #      RequiredPlugin* tests run in them), with pods that have an infra
 #      container runnable here (crio-test-config.sh's CRIO_INFRA=1)
 # Runs 1 and 2 must give the result of unpatched CRI-O here plus the new
+# RunPodSandboxRelayFailure, CreateContainerRelayFailure,
 # PluginSyncDuringStopOfContainer, PluginSyncDuringContainerCreation,
 # PluginSyncDuringContainerUpdate, PluginSyncDuringUpdateOfStoppingContainer
-# and ContainerCreationFailureAfterRelay cases: 15 passed, the 7
+# and ContainerCreationFailureAfterRelay cases: 17 passed, the 7
 # RequiredPlugin* cases and the 2 memset cases (a second NUMA node)
 # skipped, nothing failed; run 1 also passes the reload
-# case (16 passed, 9 skipped), which skips where a plugin is required
-# already (run 2: 15 passed, 10 skipped). Run 3 passes the 7
-# RequiredPlugin* cases: 22 passed, 3 skipped. Four cases kill CRI-O
+# case (18 passed, 9 skipped), which skips where a plugin is required
+# already (run 2: 17 passed, 10 skipped). Run 3 passes the 7
+# RequiredPlugin* cases: 24 passed, 3 skipped. Four cases kill CRI-O
 # (--crio-restarts): as test/nri.bats does, CRI-O is started again on the
 # same state whenever it exits while the suite runs.
 # To repeat some cases (a flaky one under load, say): NRI_SUITE_INSTANCES
@@ -38,11 +39,11 @@ set -uo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 HERE=$REPO/contrib/cri-o
 BIN=${CRIO_BINDIR:-$REPO/bin}
-EXPECT_PASS=${EXPECT_PASS:-16}
+EXPECT_PASS=${EXPECT_PASS:-18}
 EXPECT_SKIP=${EXPECT_SKIP:-9}
-EXPECT_PASS_OUT_OF_SCOPE=${EXPECT_PASS_OUT_OF_SCOPE:-15}
+EXPECT_PASS_OUT_OF_SCOPE=${EXPECT_PASS_OUT_OF_SCOPE:-17}
 EXPECT_SKIP_OUT_OF_SCOPE=${EXPECT_SKIP_OUT_OF_SCOPE:-10}
-EXPECT_PASS_REQUIRED=${EXPECT_PASS_REQUIRED:-22}
+EXPECT_PASS_REQUIRED=${EXPECT_PASS_REQUIRED:-24}
 EXPECT_SKIP_REQUIRED=${EXPECT_SKIP_REQUIRED:-3}
 CI_IMAGE=quay.io/crio/fedora-crio-ci:latest
 PAUSE_IMAGE=registry.k8s.io/pause:3.10.1
