@@ -19,7 +19,9 @@
 #     its required-plugin tests (script/test/utils.sh of the series with
 #     NRI_REQUIRED_PLUGINS_TEST=1): plugin "nri-required-test" required for
 #     RunPodSandbox and CreateContainer in the namespaces
-#     nri-required-test-*, where the TestNriRequiredPlugin* tests run;
+#     nri-required-test-*, where the TestNriRequiredPlugin* tests run with
+#     NRI_REQUIRED_PLUGINS_TEST=1 as in containerd's CI step, so that they
+#     fail, not skip, on a containerd without the plugin;
 #   - the images the tests use (integration/images: BusyBox, Pause) cannot be
 #     pulled here (no network): hack/make-test-image.sh's busybox is imported
 #     under the test image's name and -image-list points the tests at it;
@@ -208,6 +210,9 @@ if [[ -n $IT_RUN_REQUIRED ]]; then
 	for _ in $(seq 100); do [[ -z $(containerd_pids) ]] && break; sleep 0.1; done
 	rm -f "$CRI_SOCK"
 	wait_up || exit 1
+	# As containerd's CI step: the tests fail, not skip, if this containerd
+	# does not require their plugin.
+	export NRI_REQUIRED_PLUGINS_TEST=1
 	run_tests "required NRI plugins" "$IT_RUN_REQUIRED" "" "$@" || rc=1
 fi
 exit "$rc"
