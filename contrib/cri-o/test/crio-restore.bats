@@ -198,7 +198,7 @@ stop_remove_and_run_again() {
 	done
 	[ -z "$(crictl_cmd pods -q)" ]
 	[ -z "$(storage_containers)" ]
-	# Its network and pinned namespaces are torn down too (PR 12).
+	# Its network and pinned namespaces are torn down too (PR 11).
 	wait_for 20 no_pinned_namespaces
 	[ -z "$(ipam_allocations)" ]
 	plugin_back
